@@ -1,0 +1,43 @@
+# Thin wrappers over cargo and the longhorn-guard binary. `make help` lists them.
+CARGO      ?= cargo
+BIN        := target/debug/longhorn-guard
+CERT_DIR   ?= certs/dev
+LISTEN     ?= 127.0.0.1:8443
+STATE      ?= demo/cluster-snapshot.yaml
+POLICY     ?=
+POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
+
+.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## Build the binary (debug)
+	$(CARGO) build --locked
+
+test: ## Every check CI runs: fmt, clippy -D warnings, all tests
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) test --locked
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+lint: ## Code lint: rustfmt check and clippy -D warnings
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+clippy: lint
+
+$(CERT_DIR)/tls.crt: | build
+	$(BIN) certs --out $(CERT_DIR) --ip 127.0.0.1
+
+certs: build ## Generate (or re-issue) development certificates in certs/dev
+	$(BIN) certs --out $(CERT_DIR) --ip 127.0.0.1
+
+run: build $(CERT_DIR)/tls.crt ## Serve on 127.0.0.1:8443 with the demo cluster snapshot
+	$(BIN) serve --tls-dir $(CERT_DIR) --listen $(LISTEN) --state $(STATE) $(POLICY_ARG)
+
+clean: ## Remove build output and generated certificates
+	$(CARGO) clean
+	rm -rf $(CERT_DIR)

@@ -1,0 +1,166 @@
+//! One admission round trip, shared by the HTTPS server and the offline `review` command:
+//! parse the body, decide with the pure policy core, confirm stale allows, log, respond.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+use crate::admission::{parse_review, response_review, AdmissionRequest, ReviewError};
+use crate::cluster::{ClusterView, SharedView};
+use crate::decision::Decision;
+use crate::policy::{self, Policy};
+
+/// Which webhook endpoint a body arrived on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebhookKind {
+    /// `POST /validate`: the drain guard and the replica/settings rules.
+    Validate,
+    /// `POST /mutate`: the init gate.
+    Mutate,
+}
+
+impl WebhookKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Validate => "validate",
+            Self::Mutate => "mutate",
+        }
+    }
+}
+
+/// A future giving a fresh view of one node's drain-relevant state.
+pub type ConfirmFuture = Pin<Box<dyn Future<Output = Result<ClusterView, String>> + Send>>;
+
+/// Reads the state that an allow for draining `node` rests on with a consistent read from the
+/// API server and returns it as a fresh view (see [`Decision::confirm_node`]).
+pub type Confirmer = Arc<dyn Fn(String) -> ConfirmFuture + Send + Sync>;
+
+/// The outcome of one admission round trip.
+#[derive(Debug)]
+pub struct Admitted {
+    pub request: AdmissionRequest,
+    pub decision: Decision,
+    /// The response AdmissionReview to send.
+    pub response: Value,
+}
+
+/// Everything a decision needs besides the request.
+#[derive(Clone)]
+pub struct Admitter {
+    pub view: SharedView,
+    pub policy: Arc<Policy>,
+    /// Present in watch mode; absent for snapshots, which never need confirming.
+    pub confirmer: Option<Confirmer>,
+}
+
+impl Admitter {
+    pub fn new(view: SharedView, policy: Arc<Policy>, confirmer: Option<Confirmer>) -> Self {
+        Self { view, policy, confirmer }
+    }
+
+    /// Parses, decides and logs one AdmissionReview body. `deadline` bounds a confirmation
+    /// read; when it cannot finish in time the eviction is denied as unconfirmed.
+    pub async fn admit(
+        &self,
+        kind: WebhookKind,
+        body: &[u8],
+        deadline: Duration,
+    ) -> Result<Admitted, ReviewError> {
+        let request = parse_review(body)?;
+        let now = SystemTime::now();
+        let mut decision = self.decide(kind, &request, now);
+        if let Some(node) = decision.confirm_node.take() {
+            decision = self.confirm(&request, &node, now, deadline).await;
+        }
+        log_decision(kind, &request, &decision);
+        let response = response_review(&request.uid, &decision);
+        Ok(Admitted { request, decision, response })
+    }
+
+    fn decide(&self, kind: WebhookKind, request: &AdmissionRequest, now: SystemTime) -> Decision {
+        let view = self.view.read();
+        match kind {
+            WebhookKind::Validate => policy::validate(request, &view, &self.policy, now),
+            WebhookKind::Mutate => crate::mutate::mutate(request, &view, &self.policy),
+        }
+    }
+
+    async fn confirm(
+        &self,
+        request: &AdmissionRequest,
+        node: &str,
+        now: SystemTime,
+        deadline: Duration,
+    ) -> Decision {
+        let Some(confirmer) = self.confirmer.as_ref() else {
+            return policy::drain::unconfirmed(
+                node,
+                "no API client is configured to confirm it",
+                &self.policy,
+            );
+        };
+        match tokio::time::timeout(deadline, confirmer(node.to_string())).await {
+            Ok(Ok(fresh)) => {
+                let mut d = policy::validate(request, &fresh, &self.policy, now);
+                if d.confirm_node.take().is_some() {
+                    d = policy::drain::unconfirmed(
+                        node,
+                        "the confirmation read was itself stale",
+                        &self.policy,
+                    );
+                }
+                d
+            }
+            Ok(Err(e)) => policy::drain::unconfirmed(node, &e, &self.policy),
+            Err(_) => policy::drain::unconfirmed(
+                node,
+                &format!("the API server did not answer within {}ms", deadline.as_millis()),
+                &self.policy,
+            ),
+        }
+    }
+}
+
+/// One structured event per decision: denials and overrides at WARN/INFO with their reason.
+pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
+    let volumes = d.details.volumes.join(",");
+    let node = d.details.node.as_deref().unwrap_or("");
+    let message = d.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
+    let code = d.status.as_ref().map(|s| s.code).unwrap_or(200);
+    macro_rules! event {
+        ($level:expr, $msg:literal) => {
+            tracing::event!(
+                $level,
+                uid = %req.uid,
+                user = %req.user_info.username,
+                webhook = kind.as_str(),
+                resource = %req.resource_label(),
+                operation = req.operation.as_str(),
+                namespace = req.namespace(),
+                name = req.name(),
+                dry_run = req.is_dry_run(),
+                rule = d.rule,
+                decision = d.outcome(),
+                code,
+                node,
+                volumes = %volumes,
+                overridden = d.details.overridden.as_deref().unwrap_or(""),
+                warnings = d.warnings.len(),
+                reason = message,
+                $msg
+            )
+        };
+    }
+    if !d.allowed {
+        event!(tracing::Level::WARN, "admission denied");
+    } else if d.details.overridden.is_some() {
+        event!(tracing::Level::WARN, "admission allowed by operator override");
+    } else if !d.warnings.is_empty() || d.patch.is_some() {
+        event!(tracing::Level::INFO, "admission allowed");
+    } else {
+        event!(tracing::Level::DEBUG, "admission allowed");
+    }
+}

@@ -1,0 +1,82 @@
+//! Command-line interface: one binary, one subcommand per job. Flags are a contract
+//! (README "Commands").
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Keeps Longhorn volumes redundant through drains, deploys and instance-manager start-up.
+#[derive(Debug, Parser)]
+#[command(name = "longhorn-guard", version, about)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text", env = "LONGHORN_GUARD_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `longhorn_guard=debug`.
+    #[arg(long, global = true, default_value = "info", env = "LONGHORN_GUARD_LOG")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the admission webhooks over HTTPS.
+    Serve(crate::server::ServeArgs),
+    /// Generate a CA and a serving certificate for the webhook.
+    Certs(crate::certs::CertsArgs),
+    /// Decide one AdmissionReview from stdin against a snapshot; print the response.
+    Review(crate::review::ReviewArgs),
+    /// Check manifests for low replica counts and risky settings, without a cluster.
+    Lint(crate::lint::LintArgs),
+    /// Preflight checks against a snapshot or the live cluster.
+    #[command(subcommand)]
+    Check(CheckCommand),
+    /// Init-container gate: wait until the pod's storage network is up, or fail the pod.
+    Gate(crate::gate::GateArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CheckCommand {
+    /// Would `kubectl drain NODE` proceed? Exit 0 yes, 1 no.
+    Drain(crate::check::DrainArgs),
+}
+
+/// Installs logging, builds the runtime and runs the subcommand.
+pub fn run(cli: Cli) -> ExitCode {
+    init_logging(cli.log_format, &cli.log_level);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("longhorn-guard: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => crate::server::run(args).await,
+            Command::Certs(args) => crate::certs::run(args),
+            Command::Review(args) => crate::review::run(args).await,
+            Command::Lint(args) => crate::lint::run(args),
+            Command::Check(CheckCommand::Drain(args)) => crate::check::run_drain(args).await,
+            Command::Gate(args) => crate::gate::run(args).await,
+        }
+    })
+}
+
+fn init_logging(format: LogFormat, filter: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}

@@ -1,0 +1,450 @@
+//! The cluster view: one read-only, indexed picture of the objects policy decisions read.
+//!
+//! A [`ClusterView`] is filled either from a snapshot file ([`snapshot`]) or from watch caches
+//! ([`watch`]); the policy code only asks it questions. Every question is answered from a
+//! map or a secondary index, never by scanning all objects of a kind.
+
+pub mod objects;
+pub mod snapshot;
+pub mod watch;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, SystemTime};
+
+pub use objects::*;
+
+/// Where the view's data came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A snapshot file: the snapshot is the truth, it never goes stale.
+    Snapshot(String),
+    /// Live watches against the API server.
+    Watch,
+    /// Built in code (tests, confirmation reads).
+    Direct,
+}
+
+/// How current the view is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Freshness {
+    pub source: Source,
+    /// True once every watched kind has finished its initial list.
+    pub synced: bool,
+    /// When the view last received data (initial list, event or confirmation read).
+    pub updated_at: Option<SystemTime>,
+}
+
+impl Freshness {
+    /// How old the view's data is at `now` (zero for snapshots; `None` before the first sync).
+    pub fn age(&self, now: SystemTime) -> Option<Duration> {
+        match self.source {
+            Source::Snapshot(_) => Some(Duration::ZERO),
+            _ => self.updated_at.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO)),
+        }
+    }
+
+    /// True when the data may be relied on for an allow at `now` given the bound `max_age`.
+    pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
+        self.synced && self.age(now).is_some_and(|a| a <= max_age)
+    }
+}
+
+/// Progress of one rebuild as first seen at a given value, for stall detection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgressMark {
+    pub progress: i64,
+    /// When the view first saw the rebuild at this progress value.
+    pub since: SystemTime,
+}
+
+type Index = HashMap<String, BTreeSet<String>>;
+
+/// The read-only cluster picture with secondary indexes.
+#[derive(Clone, Debug)]
+pub struct ClusterView {
+    nodes: HashMap<String, Node>,
+    pods: HashMap<(String, String), Pod>,
+    storage_classes: HashMap<String, StorageClass>,
+    volumes: HashMap<String, Volume>,
+    replicas: HashMap<String, Replica>,
+    engines: HashMap<String, Engine>,
+    longhorn_nodes: HashMap<String, LonghornNode>,
+    settings: HashMap<String, Setting>,
+    instance_managers: HashMap<String, InstanceManager>,
+    replicas_by_node: Index,
+    replicas_by_volume: Index,
+    engines_by_volume: Index,
+    engines_by_node: Index,
+    instance_managers_by_node: Index,
+    instance_manager_pods_by_node: Index,
+    /// (engine name, rebuild address) -> when its progress value was first seen.
+    rebuild_marks: HashMap<(String, String), ProgressMark>,
+    freshness: Freshness,
+}
+
+impl ClusterView {
+    /// An empty view with the given source; not yet synced.
+    pub fn new(source: Source) -> Self {
+        Self {
+            nodes: HashMap::new(),
+            pods: HashMap::new(),
+            storage_classes: HashMap::new(),
+            volumes: HashMap::new(),
+            replicas: HashMap::new(),
+            engines: HashMap::new(),
+            longhorn_nodes: HashMap::new(),
+            settings: HashMap::new(),
+            instance_managers: HashMap::new(),
+            replicas_by_node: Index::new(),
+            replicas_by_volume: Index::new(),
+            engines_by_volume: Index::new(),
+            engines_by_node: Index::new(),
+            instance_managers_by_node: Index::new(),
+            instance_manager_pods_by_node: Index::new(),
+            rebuild_marks: HashMap::new(),
+            freshness: Freshness { source, synced: false, updated_at: None },
+        }
+    }
+
+    /// A synced view holding exactly `objects`, as a snapshot or confirmation read gives it.
+    pub fn from_objects(source: Source, objects: impl IntoIterator<Item = Object>, now: SystemTime) -> Self {
+        let mut view = Self::new(source);
+        for o in objects {
+            view.upsert(o, now);
+        }
+        view.mark_synced(now);
+        view
+    }
+
+    // ---- updates (used by the snapshot loader and the watchers) ----
+
+    /// Inserts or replaces an object, keeping every index consistent. `now` dates rebuild
+    /// progress changes (stall detection) and the view's freshness.
+    pub fn upsert(&mut self, object: Object, now: SystemTime) {
+        let name = object.name().to_string();
+        self.unindex(object.kind(), object.metadata().namespace.as_deref(), &name);
+        match object {
+            Object::Node(o) => {
+                self.nodes.insert(name, o);
+            }
+            Object::Pod(o) => {
+                let ns = o.metadata.namespace.clone().unwrap_or_default();
+                if o.is_instance_manager() {
+                    if let Some(node) = o.node() {
+                        add(&mut self.instance_manager_pods_by_node, node, &format!("{ns}/{name}"));
+                    }
+                }
+                self.pods.insert((ns, name), o);
+            }
+            Object::StorageClass(o) => {
+                self.storage_classes.insert(name, o);
+            }
+            Object::Volume(o) => {
+                self.volumes.insert(name, o);
+            }
+            Object::Replica(o) => {
+                if let Some(node) = o.node() {
+                    add(&mut self.replicas_by_node, node, &name);
+                }
+                if let Some(vol) = o.volume() {
+                    add(&mut self.replicas_by_volume, vol, &name);
+                }
+                self.replicas.insert(name, o);
+            }
+            Object::Engine(o) => {
+                if let Some(node) = o.node() {
+                    add(&mut self.engines_by_node, node, &name);
+                }
+                if let Some(vol) = o.volume() {
+                    add(&mut self.engines_by_volume, vol, &name);
+                }
+                self.track_rebuilds(&name, &o, now);
+                self.engines.insert(name, o);
+            }
+            Object::LonghornNode(o) => {
+                self.longhorn_nodes.insert(name, o);
+            }
+            Object::Setting(o) => {
+                self.settings.insert(name, o);
+            }
+            Object::InstanceManager(o) => {
+                if !o.spec.node_id.is_empty() {
+                    add(&mut self.instance_managers_by_node, &o.spec.node_id, &name);
+                }
+                self.instance_managers.insert(name, o);
+            }
+        }
+        self.touch(now);
+    }
+
+    /// Removes an object (no-op when absent), keeping every index consistent.
+    pub fn remove(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
+        self.unindex(kind, namespace, name);
+        if kind == ObjectKind::Engine {
+            self.rebuild_marks.retain(|(e, _), _| e != name);
+        }
+    }
+
+    fn unindex(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
+        match kind {
+            ObjectKind::Node => {
+                self.nodes.remove(name);
+            }
+            ObjectKind::Pod => {
+                let key = (namespace.unwrap_or_default().to_string(), name.to_string());
+                if let Some(old) = self.pods.remove(&key) {
+                    if let Some(node) = old.node() {
+                        del(&mut self.instance_manager_pods_by_node, node, &format!("{}/{}", key.0, key.1));
+                    }
+                }
+            }
+            ObjectKind::StorageClass => {
+                self.storage_classes.remove(name);
+            }
+            ObjectKind::Volume => {
+                self.volumes.remove(name);
+            }
+            ObjectKind::Replica => {
+                if let Some(old) = self.replicas.remove(name) {
+                    if let Some(node) = old.node() {
+                        del(&mut self.replicas_by_node, node, name);
+                    }
+                    if let Some(vol) = old.volume() {
+                        del(&mut self.replicas_by_volume, vol, name);
+                    }
+                }
+            }
+            ObjectKind::Engine => {
+                if let Some(old) = self.engines.remove(name) {
+                    if let Some(node) = old.node() {
+                        del(&mut self.engines_by_node, node, name);
+                    }
+                    if let Some(vol) = old.volume() {
+                        del(&mut self.engines_by_volume, vol, name);
+                    }
+                }
+            }
+            ObjectKind::LonghornNode => {
+                self.longhorn_nodes.remove(name);
+            }
+            ObjectKind::Setting => {
+                self.settings.remove(name);
+            }
+            ObjectKind::InstanceManager => {
+                if let Some(old) = self.instance_managers.remove(name) {
+                    del(&mut self.instance_managers_by_node, &old.spec.node_id, name);
+                }
+            }
+        }
+    }
+
+    /// Removes every object of `kind` (a watch restarting its initial list).
+    pub fn clear_kind(&mut self, kind: ObjectKind) {
+        let keys: Vec<(Option<String>, String)> = match kind {
+            ObjectKind::Pod => self.pods.keys().map(|(ns, n)| (Some(ns.clone()), n.clone())).collect(),
+            ObjectKind::Node => self.nodes.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::StorageClass => self.storage_classes.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::Volume => self.volumes.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::Replica => self.replicas.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::Engine => self.engines.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::LonghornNode => self.longhorn_nodes.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::Setting => self.settings.keys().map(|n| (None, n.clone())).collect(),
+            ObjectKind::InstanceManager => self.instance_managers.keys().map(|n| (None, n.clone())).collect(),
+        };
+        for (ns, name) in keys {
+            self.remove(kind, ns.as_deref(), &name);
+        }
+        if kind == ObjectKind::Engine {
+            self.rebuild_marks.clear();
+        }
+    }
+
+    /// Records that the view holds a complete initial list of every kind.
+    pub fn mark_synced(&mut self, now: SystemTime) {
+        self.freshness.synced = true;
+        self.touch(now);
+    }
+
+    /// Marks the view as not synced (a watch lost its stream and is relisting).
+    pub fn mark_unsynced(&mut self) {
+        self.freshness.synced = false;
+    }
+
+    /// Records that data arrived at `now` (an event, a relist or a confirmation read).
+    pub fn touch(&mut self, now: SystemTime) {
+        if self.freshness.updated_at.is_none_or(|t| t < now) {
+            self.freshness.updated_at = Some(now);
+        }
+    }
+
+    fn track_rebuilds(&mut self, engine: &str, new: &Engine, now: SystemTime) {
+        self.rebuild_marks.retain(|(e, addr), _| e != engine || new.status.rebuild_status.contains_key(addr));
+        for (addr, rs) in &new.status.rebuild_status {
+            let key = (engine.to_string(), addr.clone());
+            match self.rebuild_marks.get(&key) {
+                Some(mark) if mark.progress == rs.progress => {}
+                _ => {
+                    self.rebuild_marks.insert(key, ProgressMark { progress: rs.progress, since: now });
+                }
+            }
+        }
+    }
+
+    // ---- questions ----
+
+    pub fn freshness(&self) -> &Freshness {
+        &self.freshness
+    }
+
+    /// Core Node by name.
+    pub fn node(&self, name: &str) -> Option<&Node> {
+        self.nodes.get(name)
+    }
+
+    /// True/false when the Kubernetes node is known, `None` when it is not in the view.
+    pub fn is_node_cordoned(&self, name: &str) -> Option<bool> {
+        self.nodes.get(name).map(|n| n.spec.unschedulable.unwrap_or(false))
+    }
+
+    /// Pod by namespace and name.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// Instance-manager pods on a node.
+    pub fn instance_manager_pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Pod> + 'a {
+        iter_index(&self.instance_manager_pods_by_node, node).filter_map(|key| {
+            let (ns, name) = key.split_once('/')?;
+            self.pod(ns, name)
+        })
+    }
+
+    pub fn storage_class(&self, name: &str) -> Option<&StorageClass> {
+        self.storage_classes.get(name)
+    }
+
+    pub fn volume(&self, name: &str) -> Option<&Volume> {
+        self.volumes.get(name)
+    }
+
+    pub fn replica(&self, name: &str) -> Option<&Replica> {
+        self.replicas.get(name)
+    }
+
+    /// Replicas whose node is `node`, in name order.
+    pub fn replicas_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Replica> + 'a {
+        iter_index(&self.replicas_by_node, node).filter_map(|n| self.replicas.get(n))
+    }
+
+    /// Replicas of volume `volume`, in name order.
+    pub fn replicas_of_volume<'a>(&'a self, volume: &str) -> impl Iterator<Item = &'a Replica> + 'a {
+        iter_index(&self.replicas_by_volume, volume).filter_map(|n| self.replicas.get(n))
+    }
+
+    pub fn engine(&self, name: &str) -> Option<&Engine> {
+        self.engines.get(name)
+    }
+
+    /// Engines of a volume, in name order (normally one; two during a live migration).
+    pub fn engines_of_volume<'a>(&'a self, volume: &str) -> impl Iterator<Item = &'a Engine> + 'a {
+        iter_index(&self.engines_by_volume, volume).filter_map(|n| self.engines.get(n))
+    }
+
+    /// The engine of a volume: the active one if any, else the first by name.
+    pub fn engine_of(&self, volume: &str) -> Option<&Engine> {
+        self.engines_of_volume(volume)
+            .find(|e| e.spec.active)
+            .or_else(|| self.engines_of_volume(volume).next())
+    }
+
+    /// Engines whose node is `node`, in name order.
+    pub fn engines_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Engine> + 'a {
+        iter_index(&self.engines_by_node, node).filter_map(|n| self.engines.get(n))
+    }
+
+    /// Longhorn Node by name.
+    pub fn longhorn_node(&self, name: &str) -> Option<&LonghornNode> {
+        self.longhorn_nodes.get(name)
+    }
+
+    /// Every Longhorn node (a small set: one per Kubernetes node).
+    pub fn longhorn_nodes(&self) -> impl Iterator<Item = &LonghornNode> {
+        self.longhorn_nodes.values()
+    }
+
+    /// The value of a Longhorn setting.
+    pub fn setting(&self, name: &str) -> Option<&str> {
+        self.settings.get(name).map(|s| s.value.as_str())
+    }
+
+    pub fn instance_manager(&self, name: &str) -> Option<&InstanceManager> {
+        self.instance_managers.get(name)
+    }
+
+    /// Instance managers on a node, in name order.
+    pub fn instance_managers_on_node<'a>(
+        &'a self,
+        node: &str,
+    ) -> impl Iterator<Item = &'a InstanceManager> + 'a {
+        iter_index(&self.instance_managers_by_node, node).filter_map(|n| self.instance_managers.get(n))
+    }
+
+    /// When the view first saw this rebuild (engine, `tcp://ip:port`) at its current progress.
+    pub fn rebuild_mark(&self, engine: &str, address: &str) -> Option<ProgressMark> {
+        self.rebuild_marks.get(&(engine.to_string(), address.to_string())).copied()
+    }
+
+    /// Object counts by kind, for logs and metrics.
+    pub fn counts(&self) -> Vec<(ObjectKind, usize)> {
+        vec![
+            (ObjectKind::Node, self.nodes.len()),
+            (ObjectKind::Pod, self.pods.len()),
+            (ObjectKind::StorageClass, self.storage_classes.len()),
+            (ObjectKind::Volume, self.volumes.len()),
+            (ObjectKind::Replica, self.replicas.len()),
+            (ObjectKind::Engine, self.engines.len()),
+            (ObjectKind::LonghornNode, self.longhorn_nodes.len()),
+            (ObjectKind::Setting, self.settings.len()),
+            (ObjectKind::InstanceManager, self.instance_managers.len()),
+        ]
+    }
+}
+
+fn add(index: &mut Index, key: &str, name: &str) {
+    index.entry(key.to_string()).or_default().insert(name.to_string());
+}
+
+fn del(index: &mut Index, key: &str, name: &str) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(name);
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+fn iter_index<'a>(index: &'a Index, key: &str) -> impl Iterator<Item = &'a String> + 'a {
+    index.get(key).into_iter().flatten()
+}
+
+/// A shared, updatable view: watchers write, request handlers read.
+#[derive(Clone, Debug)]
+pub struct SharedView(Arc<RwLock<ClusterView>>);
+
+impl SharedView {
+    pub fn new(view: ClusterView) -> Self {
+        Self(Arc::new(RwLock::new(view)))
+    }
+
+    /// A read guard; hold it only for one decision.
+    pub fn read(&self) -> RwLockReadGuard<'_, ClusterView> {
+        self.0.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies a change under the write lock.
+    pub fn update<R>(&self, f: impl FnOnce(&mut ClusterView) -> R) -> R {
+        let mut guard = self.0.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut guard)
+    }
+}

@@ -1,0 +1,461 @@
+//! Lean, lenient models of the Kubernetes and Longhorn objects the policy reads.
+//!
+//! Only the fields longhorn-guard uses are modelled; every other field is ignored, and every
+//! modelled field has a default, so objects from any Longhorn release since 1.5 parse.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The API group/version of every Longhorn custom resource longhorn-guard reads.
+pub const LONGHORN_API_VERSION: &str = "longhorn.io/v1beta2";
+/// The namespace Longhorn runs in (its custom resources and instance-manager pods).
+pub const LONGHORN_NAMESPACE: &str = "longhorn-system";
+/// Label that marks instance-manager pods.
+pub const COMPONENT_LABEL: &str = "longhorn.io/component";
+/// Value of [`COMPONENT_LABEL`] on instance-manager pods.
+pub const INSTANCE_MANAGER_COMPONENT: &str = "instance-manager";
+/// Label Longhorn puts on replicas and engines naming their node.
+pub const LONGHORN_NODE_LABEL: &str = "longhornnode";
+/// Label Longhorn puts on replicas and engines naming their volume.
+pub const LONGHORN_VOLUME_LABEL: &str = "longhornvolume";
+
+/// Core `v1` Pod: only what drain decisions need.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Pod {
+    pub metadata: ObjectMeta,
+    pub spec: PodSpec,
+    pub status: PodStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodSpec {
+    pub node_name: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PodStatus {
+    pub phase: Option<String>,
+    #[serde(rename = "podIP")]
+    pub pod_ip: Option<String>,
+}
+
+impl Pod {
+    /// True for a Longhorn instance-manager pod (`longhorn.io/component=instance-manager` in
+    /// `longhorn-system`).
+    pub fn is_instance_manager(&self) -> bool {
+        self.metadata.namespace.as_deref() == Some(LONGHORN_NAMESPACE)
+            && label(&self.metadata, COMPONENT_LABEL) == Some(INSTANCE_MANAGER_COMPONENT)
+    }
+
+    /// The node the pod runs on: `spec.nodeName`, else the `longhorn.io/node` label.
+    pub fn node(&self) -> Option<&str> {
+        non_empty(self.spec.node_name.as_deref()).or_else(|| label(&self.metadata, "longhorn.io/node"))
+    }
+}
+
+/// Core `v1` Node.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Node {
+    pub metadata: ObjectMeta,
+    pub spec: NodeSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NodeSpec {
+    pub unschedulable: Option<bool>,
+}
+
+/// `storage.k8s.io/v1` StorageClass.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StorageClass {
+    pub metadata: ObjectMeta,
+    pub provisioner: String,
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// `longhorn.io/v1beta2` Volume.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Volume {
+    pub metadata: ObjectMeta,
+    pub spec: VolumeSpec,
+    pub status: VolumeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeSpec {
+    pub number_of_replicas: i64,
+    pub data_engine: String,
+    pub data_locality: String,
+    #[serde(rename = "nodeID")]
+    pub node_id: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeStatus {
+    pub state: String,
+    pub robustness: String,
+    #[serde(rename = "currentNodeID")]
+    pub current_node_id: String,
+    pub kubernetes_status: KubernetesStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KubernetesStatus {
+    pub namespace: String,
+    pub pvc_name: String,
+    pub pv_name: String,
+}
+
+/// `longhorn.io/v1beta2` Replica.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Replica {
+    pub metadata: ObjectMeta,
+    pub spec: ReplicaSpec,
+    pub status: InstanceStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReplicaSpec {
+    pub volume_name: String,
+    #[serde(rename = "nodeID")]
+    pub node_id: String,
+    pub desire_state: String,
+    pub data_engine: String,
+    pub engine_name: String,
+    pub healthy_at: String,
+    pub last_healthy_at: String,
+    pub failed_at: String,
+    pub last_failed_at: String,
+    pub eviction_requested: bool,
+    pub hard_node_affinity: String,
+}
+
+/// The `status` shared by Longhorn instances (replicas and engines).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceStatus {
+    pub current_state: String,
+    pub instance_manager_name: String,
+    pub ip: String,
+    #[serde(rename = "storageIP")]
+    pub storage_ip: String,
+    pub port: i64,
+    pub started: bool,
+}
+
+impl Replica {
+    /// The node the replica lives on: `spec.nodeID`, else the `longhornnode` label.
+    pub fn node(&self) -> Option<&str> {
+        non_empty(Some(self.spec.node_id.as_str())).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
+    }
+
+    /// The volume the replica belongs to: `spec.volumeName`, else the `longhornvolume` label.
+    pub fn volume(&self) -> Option<&str> {
+        non_empty(Some(self.spec.volume_name.as_str()))
+            .or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
+    }
+
+    /// True while the object carries a deletion timestamp.
+    pub fn is_deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+}
+
+/// `longhorn.io/v1beta2` Engine.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Engine {
+    pub metadata: ObjectMeta,
+    pub spec: EngineSpec,
+    pub status: EngineStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EngineSpec {
+    pub volume_name: String,
+    #[serde(rename = "nodeID")]
+    pub node_id: String,
+    pub active: bool,
+    pub desire_state: String,
+    pub data_engine: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EngineStatus {
+    pub current_state: String,
+    pub instance_manager_name: String,
+    pub ip: String,
+    #[serde(rename = "storageIP")]
+    pub storage_ip: String,
+    pub port: i64,
+    /// Replica name -> `RW` | `WO` | `ERR`.
+    pub replica_mode_map: BTreeMap<String, String>,
+    /// Replica name -> RFC 3339 time of its last mode change.
+    pub replica_transition_time_map: BTreeMap<String, String>,
+    /// Replica name -> `ip:port`.
+    pub current_replica_address_map: BTreeMap<String, String>,
+    /// `tcp://ip:port` of a rebuilding replica -> its rebuild status.
+    pub rebuild_status: BTreeMap<String, RebuildStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RebuildStatus {
+    pub is_rebuilding: bool,
+    pub progress: i64,
+    pub state: String,
+    pub error: String,
+    pub from_replica_address: String,
+}
+
+impl Engine {
+    /// The volume the engine serves: `spec.volumeName`, else the `longhornvolume` label.
+    pub fn volume(&self) -> Option<&str> {
+        non_empty(Some(self.spec.volume_name.as_str()))
+            .or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
+    }
+
+    /// The node the engine runs on: `spec.nodeID`, else the `longhornnode` label.
+    pub fn node(&self) -> Option<&str> {
+        non_empty(Some(self.spec.node_id.as_str())).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
+    }
+}
+
+/// `longhorn.io/v1beta2` Node (a Longhorn node; same name as the Kubernetes node).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LonghornNode {
+    pub metadata: ObjectMeta,
+    pub spec: LonghornNodeSpec,
+    pub status: LonghornNodeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LonghornNodeSpec {
+    pub allow_scheduling: bool,
+    pub eviction_requested: bool,
+    pub disks: BTreeMap<String, DiskSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DiskSpec {
+    pub allow_scheduling: bool,
+    pub eviction_requested: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LonghornNodeStatus {
+    pub conditions: Vec<Condition>,
+    pub auto_evicting: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl LonghornNode {
+    /// The status (`"True"`, `"False"`, ...) of the condition of that type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// True when Longhorn may place a new replica here: scheduling allowed, Ready and
+    /// Schedulable conditions not False, and at least one disk that allows scheduling.
+    pub fn can_take_replica(&self) -> bool {
+        let cond_ok = |t: &str| self.condition(t).is_none_or(|c| c.status != "False");
+        self.spec.allow_scheduling
+            && !self.spec.eviction_requested
+            && cond_ok("Ready")
+            && cond_ok("Schedulable")
+            && self.spec.disks.values().any(|d| d.allow_scheduling && !d.eviction_requested)
+    }
+}
+
+/// `longhorn.io/v1beta2` Setting. `value` is always a string.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Setting {
+    pub metadata: ObjectMeta,
+    pub value: String,
+}
+
+/// `longhorn.io/v1beta2` InstanceManager.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceManager {
+    pub metadata: ObjectMeta,
+    pub spec: InstanceManagerSpec,
+    pub status: InstanceManagerStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceManagerSpec {
+    #[serde(rename = "nodeID")]
+    pub node_id: String,
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub data_engine: String,
+    pub image: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceManagerStatus {
+    pub current_state: String,
+    pub ip: String,
+    pub instance_engines: BTreeMap<String, Value>,
+    pub instance_engine_frontends: BTreeMap<String, Value>,
+    pub instance_replicas: BTreeMap<String, Value>,
+}
+
+/// One object of a kind longhorn-guard understands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Object {
+    Node(Node),
+    Pod(Pod),
+    StorageClass(StorageClass),
+    Volume(Volume),
+    Replica(Replica),
+    Engine(Engine),
+    LonghornNode(LonghornNode),
+    Setting(Setting),
+    InstanceManager(InstanceManager),
+}
+
+/// Which kind an object is, telling the two kinds named `Node` apart by apiVersion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectKind {
+    Node,
+    Pod,
+    StorageClass,
+    Volume,
+    Replica,
+    Engine,
+    LonghornNode,
+    Setting,
+    InstanceManager,
+}
+
+impl ObjectKind {
+    /// The kind for an `apiVersion`/`kind` pair, or `None` for kinds longhorn-guard ignores.
+    pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
+        match (api_version, kind) {
+            ("v1", "Node") => Some(Self::Node),
+            ("v1", "Pod") => Some(Self::Pod),
+            ("storage.k8s.io/v1", "StorageClass") => Some(Self::StorageClass),
+            (LONGHORN_API_VERSION, "Volume") => Some(Self::Volume),
+            (LONGHORN_API_VERSION, "Replica") => Some(Self::Replica),
+            (LONGHORN_API_VERSION, "Engine") => Some(Self::Engine),
+            (LONGHORN_API_VERSION, "Node") => Some(Self::LonghornNode),
+            (LONGHORN_API_VERSION, "Setting") => Some(Self::Setting),
+            (LONGHORN_API_VERSION, "InstanceManager") => Some(Self::InstanceManager),
+            _ => None,
+        }
+    }
+
+    /// A short human name, e.g. `replicas.longhorn.io`.
+    pub fn display(self) -> &'static str {
+        match self {
+            Self::Node => "nodes",
+            Self::Pod => "pods",
+            Self::StorageClass => "storageclasses.storage.k8s.io",
+            Self::Volume => "volumes.longhorn.io",
+            Self::Replica => "replicas.longhorn.io",
+            Self::Engine => "engines.longhorn.io",
+            Self::LonghornNode => "nodes.longhorn.io",
+            Self::Setting => "settings.longhorn.io",
+            Self::InstanceManager => "instancemanagers.longhorn.io",
+        }
+    }
+}
+
+impl Object {
+    /// Parses a typed object of a known kind from its JSON form.
+    pub fn from_value(kind: ObjectKind, value: Value) -> Result<Self, serde_json::Error> {
+        Ok(match kind {
+            ObjectKind::Node => Self::Node(serde_json::from_value(value)?),
+            ObjectKind::Pod => Self::Pod(serde_json::from_value(value)?),
+            ObjectKind::StorageClass => Self::StorageClass(serde_json::from_value(value)?),
+            ObjectKind::Volume => Self::Volume(serde_json::from_value(value)?),
+            ObjectKind::Replica => Self::Replica(serde_json::from_value(value)?),
+            ObjectKind::Engine => Self::Engine(serde_json::from_value(value)?),
+            ObjectKind::LonghornNode => Self::LonghornNode(serde_json::from_value(value)?),
+            ObjectKind::Setting => Self::Setting(serde_json::from_value(value)?),
+            ObjectKind::InstanceManager => Self::InstanceManager(serde_json::from_value(value)?),
+        })
+    }
+
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Self::Node(_) => ObjectKind::Node,
+            Self::Pod(_) => ObjectKind::Pod,
+            Self::StorageClass(_) => ObjectKind::StorageClass,
+            Self::Volume(_) => ObjectKind::Volume,
+            Self::Replica(_) => ObjectKind::Replica,
+            Self::Engine(_) => ObjectKind::Engine,
+            Self::LonghornNode(_) => ObjectKind::LonghornNode,
+            Self::Setting(_) => ObjectKind::Setting,
+            Self::InstanceManager(_) => ObjectKind::InstanceManager,
+        }
+    }
+
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Self::Node(o) => &o.metadata,
+            Self::Pod(o) => &o.metadata,
+            Self::StorageClass(o) => &o.metadata,
+            Self::Volume(o) => &o.metadata,
+            Self::Replica(o) => &o.metadata,
+            Self::Engine(o) => &o.metadata,
+            Self::LonghornNode(o) => &o.metadata,
+            Self::Setting(o) => &o.metadata,
+            Self::InstanceManager(o) => &o.metadata,
+        }
+    }
+
+    /// The object's name ("" when absent).
+    pub fn name(&self) -> &str {
+        self.metadata().name.as_deref().unwrap_or("")
+    }
+}
+
+/// The value of a label, if set.
+pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The value of an annotation, if set.
+pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+fn non_empty(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.is_empty())
+}

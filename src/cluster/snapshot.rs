@@ -1,0 +1,162 @@
+//! Loading a [`ClusterView`] from a snapshot file: a Kubernetes `List` in JSON or YAML, or
+//! multi-document YAML, exactly as `kubectl get ... -o json|yaml` prints it.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use super::{ClusterView, Object, ObjectKind, Source};
+
+/// Why a snapshot could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not valid JSON or YAML: {message}")]
+    Syntax { path: PathBuf, message: String },
+    #[error("{path}: {item}: {message}")]
+    Item { path: PathBuf, item: String, message: String },
+}
+
+/// Reads a snapshot file into a synced view whose source is that file.
+pub fn load(path: &Path) -> Result<ClusterView, SnapshotError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
+    parse(&text, path)
+}
+
+/// Parses snapshot text (`path` only names the source in messages and the view).
+pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
+    let docs = parse_documents(text)
+        .map_err(|message| SnapshotError::Syntax { path: path.to_path_buf(), message })?;
+    let mut items = Vec::new();
+    for (d, doc) in docs.into_iter().enumerate() {
+        flatten(doc, &format!("document {}", d + 1), &mut items);
+    }
+    let mut objects = Vec::with_capacity(items.len());
+    for (label, item) in items {
+        match to_object(item, &label) {
+            Ok(Some(o)) => objects.push(o),
+            Ok(None) => {}
+            Err(message) => {
+                return Err(SnapshotError::Item { path: path.to_path_buf(), item: label, message })
+            }
+        }
+    }
+    let view =
+        ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
+    tracing::info!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
+    Ok(view)
+}
+
+/// Splits text into JSON values: one JSON document, or one or more YAML documents.
+/// Empty YAML documents (a bare `---`) are skipped.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        if let Ok(v) = serde_json::from_str::<Value>(text) {
+            return Ok(vec![v]);
+        }
+    }
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| one_line(&e.to_string()))?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Expands `List`s (`kind: List` or any `*List` with `items`) into their items, labelling
+/// each for error messages.
+fn flatten(doc: Value, label: &str, out: &mut Vec<(String, Value)>) {
+    let is_list = doc.get("items").is_some_and(Value::is_array)
+        && doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+    if is_list {
+        if let Some(Value::Array(items)) = doc.get("items") {
+            for (i, item) in items.iter().enumerate() {
+                flatten(item.clone(), &format!("{label}, item {i}"), out);
+            }
+        }
+    } else {
+        out.push((label.to_string(), doc));
+    }
+}
+
+/// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
+fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
+    if !item.is_object() {
+        return Err(format!("expected an object, found {}", type_name(&item)));
+    }
+    let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+    let kind_name = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
+    if api_version.is_empty() || kind_name.is_empty() {
+        return Err(format!("{name}: missing apiVersion or kind"));
+    }
+    let Some(kind) = ObjectKind::from_type(&api_version, &kind_name) else {
+        tracing::info!(
+            item = label,
+            api_version,
+            kind = kind_name,
+            name,
+            "skipping a kind the cluster view does not use"
+        );
+        return Ok(None);
+    };
+    Object::from_value(kind, item).map(Some).map_err(|e| format!("{kind_name} {name} ({api_version}): {e}"))
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_and_multi_document_yaml_give_the_same_objects() {
+        let list = r#"{"apiVersion":"v1","kind":"List","items":[
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"},"spec":{"unschedulable":true}},
+            {"apiVersion":"longhorn.io/v1beta2","kind":"Node","metadata":{"name":"n1","namespace":"longhorn-system"}},
+            {"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"skipped"}}]}"#;
+        let yaml = "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\nspec:\n  unschedulable: true\n---\n\
+                    apiVersion: longhorn.io/v1beta2\nkind: Node\nmetadata:\n  name: n1\n  namespace: longhorn-system\n---\n";
+        for text in [list, yaml] {
+            let view = parse(text, Path::new("t")).unwrap();
+            assert_eq!(view.is_node_cordoned("n1"), Some(true));
+            assert!(view.longhorn_node("n1").is_some());
+            assert!(view.freshness().synced);
+        }
+    }
+
+    #[test]
+    fn malformed_item_names_file_and_item() {
+        let text = r#"{"kind":"List","apiVersion":"v1","items":[
+            {"apiVersion":"longhorn.io/v1beta2","kind":"Volume","metadata":{"name":"v"},"spec":{"numberOfReplicas":"three"}}]}"#;
+        let err = parse(text, Path::new("snap.json")).unwrap_err().to_string();
+        assert!(
+            err.starts_with("snap.json: document 1, item 0: Volume v (longhorn.io/v1beta2): invalid type"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn broken_syntax_is_an_error_not_a_panic() {
+        for text in ["{\"kind\": ", "a: [b", "- x\n y: :"] {
+            assert!(parse(text, Path::new("bad")).is_err(), "{text}");
+        }
+    }
+}

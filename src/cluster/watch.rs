@@ -1,0 +1,1 @@
+//! Filling the cluster view from live watches (kube reflectors).

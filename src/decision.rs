@@ -1,0 +1,178 @@
+//! The outcome of one admission decision: allow, deny or patch, with warnings.
+
+use serde::Serialize;
+
+/// Longest warning the API server is guaranteed to pass through unmodified.
+pub const MAX_WARNING_LEN: usize = 120;
+/// Most warnings a response carries; beyond it the rest are summarised in one line.
+pub const MAX_WARNINGS: usize = 8;
+
+/// A field cause in a denial's `status.details.causes`, as Longhorn's own webhook writes it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Cause {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// The `status` of a denial.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DenyStatus {
+    /// HTTP-style code: 429 makes `kubectl drain` retry, 4xx others fail at once.
+    pub code: u16,
+    /// Machine reason, e.g. `TooManyRequests`, `Invalid`, `BadRequest`.
+    pub reason: String,
+    pub message: String,
+    pub causes: Vec<Cause>,
+}
+
+/// What a decision was about, for the structured log line and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
+    /// The node a drain decision concerned.
+    pub node: Option<String>,
+    /// Volumes that blocked (or would have blocked) the operation.
+    pub volumes: Vec<String>,
+    /// Set when an operator override changed the outcome; says who and why.
+    pub overridden: Option<String>,
+}
+
+/// One admission decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub status: Option<DenyStatus>,
+    pub warnings: Vec<String>,
+    pub patch: Option<json_patch::Patch>,
+    /// Which rule decided: `drain`, `cordon`, `node-delete`, `replicas`, `settings`,
+    /// `init-gate`, `bad-request` or `none`.
+    pub rule: &'static str,
+    pub details: Details,
+    /// Set by the drain rule when an allow rests on view data older than the freshness
+    /// bound: the edge must confirm the named node's state with a consistent read and decide
+    /// again, or deny as "could not confirm". Never set on snapshot views.
+    pub confirm_node: Option<String>,
+}
+
+impl Decision {
+    /// Allowed, no warnings, no patch.
+    pub fn allow() -> Self {
+        Self {
+            allowed: true,
+            status: None,
+            warnings: Vec::new(),
+            patch: None,
+            rule: "none",
+            details: Details::default(),
+            confirm_node: None,
+        }
+    }
+
+    /// Allowed with warnings.
+    pub fn warn(warnings: Vec<String>) -> Self {
+        Self { warnings, ..Self::allow() }
+    }
+
+    /// Denied with a code, reason and message.
+    pub fn deny(code: u16, reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            allowed: false,
+            status: Some(DenyStatus {
+                code,
+                reason: reason.to_string(),
+                message: message.into(),
+                causes: Vec::new(),
+            }),
+            ..Self::allow()
+        }
+    }
+
+    /// Denied as 422 `Invalid` with one field cause (`FieldValueInvalid`), the way Longhorn's
+    /// own webhook reports an invalid value.
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let mut d = Self::deny(422, "Invalid", message.clone());
+        if let Some(st) = d.status.as_mut() {
+            st.causes.push(Cause { type_: "FieldValueInvalid".into(), field: field.into(), message });
+        }
+        d
+    }
+
+    /// Allowed with a JSON patch.
+    pub fn patched(patch: json_patch::Patch) -> Self {
+        Self { patch: Some(patch), ..Self::allow() }
+    }
+
+    /// Sets the deciding rule's name.
+    pub fn rule(mut self, rule: &'static str) -> Self {
+        self.rule = rule;
+        self
+    }
+
+    /// Adds one warning.
+    pub fn with_warning(mut self, w: impl Into<String>) -> Self {
+        self.warnings.push(w.into());
+        self
+    }
+
+    /// A label for metrics: `allow`, `warn`, `patch` or `deny`.
+    pub fn outcome(&self) -> &'static str {
+        if !self.allowed {
+            "deny"
+        } else if self.patch.as_ref().is_some_and(|p| !p.0.is_empty()) {
+            "patch"
+        } else if !self.warnings.is_empty() {
+            "warn"
+        } else {
+            "allow"
+        }
+    }
+
+    /// Enforces the Kubernetes warning limits: each warning at most [`MAX_WARNING_LEN`]
+    /// characters (cut with `...`), at most [`MAX_WARNINGS`] of them, the last of which then
+    /// says how many more there were.
+    pub fn finalize_warnings(&mut self) {
+        for w in &mut self.warnings {
+            *w = clip(w, MAX_WARNING_LEN);
+        }
+        if self.warnings.len() > MAX_WARNINGS {
+            let more = self.warnings.len() - (MAX_WARNINGS - 1);
+            self.warnings.truncate(MAX_WARNINGS - 1);
+            self.warnings.push(format!("... and {more} more warnings (see the longhorn-guard log)"));
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` characters, ending in `...` when cut. Newlines become spaces.
+pub fn clip(s: &str, max: usize) -> String {
+    let s = s.replace(['\n', '\r'], " ");
+    if s.chars().count() <= max {
+        return s;
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(3)).collect();
+    out.push_str("...");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_are_clipped_and_bounded() {
+        let mut d = Decision::warn((0..20).map(|i| format!("{i} {}", "x".repeat(200))).collect());
+        d.finalize_warnings();
+        assert_eq!(d.warnings.len(), MAX_WARNINGS);
+        assert!(d.warnings.iter().all(|w| w.chars().count() <= MAX_WARNING_LEN));
+        assert_eq!(d.warnings.last().unwrap(), "... and 13 more warnings (see the longhorn-guard log)");
+    }
+
+    #[test]
+    fn invalid_carries_a_field_cause() {
+        let d = Decision::invalid("spec.numberOfReplicas", "too few");
+        let st = d.status.unwrap();
+        assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"));
+        assert_eq!(st.causes[0].field, "spec.numberOfReplicas");
+    }
+}

@@ -1,0 +1,270 @@
+//! The policy file: YAML, every field optional with a documented default, unknown fields
+//! rejected. The keys are a contract (README "Policy file").
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Why a policy file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The whole policy. `Policy::default()` is what runs without `--policy`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct Policy {
+    pub drain: DrainPolicy,
+    pub replicas: ReplicaPolicy,
+    pub gate: GatePolicy,
+}
+
+/// What the drain guard does with an unsafe eviction or node deletion.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DrainAction {
+    /// Deny with `drain.denyCode`.
+    #[default]
+    Enforce,
+    /// Allow, with the denial message as warnings.
+    Warn,
+    /// Do not check drains at all.
+    Off,
+}
+
+/// `drain.*` keys.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct DrainPolicy {
+    /// `enforce` | `warn` | `off` [enforce].
+    pub action: DrainAction,
+    /// Code of a denial [429: `kubectl drain` waits and retries every 5 s, like a PDB].
+    pub deny_code: u16,
+    /// Protect stopped replicas of detached volumes [true]. `false` is the same trade-off as
+    /// Longhorn's `allow-if-replica-is-stopped`.
+    pub protect_stopped_replicas: bool,
+    /// A rebuild whose progress has not moved for this long is reported as stalled [10m].
+    #[serde(with = "duration")]
+    pub stall_after: Duration,
+    /// Watch data older than this must be confirmed by a consistent read before an
+    /// instance-manager eviction is allowed [5s].
+    #[serde(with = "duration")]
+    pub max_view_age: Duration,
+    /// Blocking volumes named in one message before "and N more" [5].
+    pub max_listed_volumes: usize,
+}
+
+impl Default for DrainPolicy {
+    fn default() -> Self {
+        Self {
+            action: DrainAction::Enforce,
+            deny_code: 429,
+            protect_stopped_replicas: true,
+            stall_after: Duration::from_secs(600),
+            max_view_age: Duration::from_secs(5),
+            max_listed_volumes: 5,
+        }
+    }
+}
+
+/// What the replica-count rules do below the minimum.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplicaAction {
+    /// Allow with a warning.
+    #[default]
+    Warn,
+    /// Deny with 422 `Invalid` and a field cause.
+    Deny,
+}
+
+/// `replicas.*` keys.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct ReplicaPolicy {
+    /// Lowest acceptable replica count [3].
+    pub minimum: u32,
+    /// `warn` | `deny` [warn].
+    pub action: ReplicaAction,
+    /// Per-namespace minimum for Volumes, by their PVC namespace (`status.kubernetesStatus`)
+    /// [none].
+    pub namespace_minimums: BTreeMap<String, u32>,
+    /// Per-StorageClass minimum, by StorageClass name [none].
+    pub storage_class_minimums: BTreeMap<String, u32>,
+}
+
+impl Default for ReplicaPolicy {
+    fn default() -> Self {
+        Self {
+            minimum: 3,
+            action: ReplicaAction::Warn,
+            namespace_minimums: BTreeMap::new(),
+            storage_class_minimums: BTreeMap::new(),
+        }
+    }
+}
+
+/// The image of the gate init container when the policy names none.
+pub const DEFAULT_GATE_IMAGE: &str = "ghcr.io/longhorn-guard/longhorn-guard:0.1.0";
+
+/// `gate.*` keys.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct GatePolicy {
+    /// Inject the init gate into instance-manager pods that request the storage network [true].
+    pub enabled: bool,
+    /// Image of the gate init container (this same binary) [`DEFAULT_GATE_IMAGE`].
+    pub image: String,
+    /// The gate's deadline before it fails the pod [60s].
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for GatePolicy {
+    fn default() -> Self {
+        Self { enabled: true, image: DEFAULT_GATE_IMAGE.to_string(), timeout: Duration::from_secs(60) }
+    }
+}
+
+impl Policy {
+    /// Loads and validates a policy file; `None` gives the defaults.
+    pub fn load(path: Option<&Path>) -> Result<Self, PolicyError> {
+        let Some(path) = path else { return Ok(Self::default()) };
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PolicyError::Read { path: shown.clone(), source })?;
+        Self::parse(&text).map_err(|message| PolicyError::Invalid { path: shown, message })
+    }
+
+    /// Parses and validates policy YAML (or JSON). An empty document gives the defaults.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let policy: Policy = if text.trim().is_empty() {
+            Policy::default()
+        } else {
+            serde_saphyr::from_str::<Option<Policy>>(text)
+                .map_err(|e| e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))?
+                .unwrap_or_default()
+        };
+        policy.check()?;
+        Ok(policy)
+    }
+
+    /// Checks ranges the types cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        if !(400..=599).contains(&self.drain.deny_code) {
+            return Err(format!("drain.denyCode must be 400..599, got {}", self.drain.deny_code));
+        }
+        if self.drain.max_listed_volumes == 0 {
+            return Err("drain.maxListedVolumes must be at least 1".into());
+        }
+        if self.drain.stall_after.is_zero() {
+            return Err("drain.stallAfter must be longer than 0s".into());
+        }
+        let check_min = |what: &str, n: u32| {
+            if (1..=20).contains(&n) {
+                Ok(())
+            } else {
+                Err(format!("{what} must be 1..20 (Longhorn's replica range), got {n}"))
+            }
+        };
+        check_min("replicas.minimum", self.replicas.minimum)?;
+        for (ns, n) in &self.replicas.namespace_minimums {
+            check_min(&format!("replicas.namespaceMinimums.{ns}"), *n)?;
+        }
+        for (sc, n) in &self.replicas.storage_class_minimums {
+            check_min(&format!("replicas.storageClassMinimums.{sc}"), *n)?;
+        }
+        if self.gate.image.trim().is_empty() {
+            return Err("gate.image must not be empty".into());
+        }
+        if self.gate.timeout.is_zero() {
+            return Err("gate.timeout must be longer than 0s".into());
+        }
+        Ok(())
+    }
+}
+
+/// Durations as Go-style strings (`"90s"`, `"10m"`, `"1h30m"`, `"500ms"`) or whole seconds.
+pub mod duration {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string().replace(' ', ""))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Secs(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Secs(n) => Ok(Duration::from_secs(n)),
+            Raw::Text(t) => parse(&t).map_err(serde::de::Error::custom),
+        }
+    }
+
+    /// Parses `"10m"`, `"1h30m"`, `"250ms"`, `"45s"` or a bare number of seconds.
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let t = text.trim();
+        if let Ok(n) = t.parse::<u64>() {
+            return Ok(Duration::from_secs(n));
+        }
+        humantime::parse_duration(t)
+            .map_err(|e| format!("invalid duration {t:?}: {e} (use e.g. 90s, 10m, 1h)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_policy_is_the_default() {
+        assert_eq!(Policy::parse("").unwrap(), Policy::default());
+        assert_eq!(Policy::parse("{}").unwrap(), Policy::default());
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let p = Policy::parse(
+            "drain:\n  action: warn\n  denyCode: 403\n  protectStoppedReplicas: false\n  stallAfter: 15m\n  maxViewAge: 2s\n  maxListedVolumes: 3\n\
+             replicas:\n  minimum: 2\n  action: deny\n  namespaceMinimums: {prod: 3}\n  storageClassMinimums: {longhorn-scratch: 1}\n\
+             gate:\n  enabled: true\n  image: example/lg:1\n  timeout: 90s\n",
+        )
+        .unwrap();
+        assert_eq!(p.drain.action, DrainAction::Warn);
+        assert_eq!(p.drain.deny_code, 403);
+        assert_eq!(p.drain.stall_after, Duration::from_secs(900));
+        assert_eq!(p.drain.max_view_age, Duration::from_secs(2));
+        assert_eq!(p.replicas.action, ReplicaAction::Deny);
+        assert_eq!(p.replicas.namespace_minimums["prod"], 3);
+        assert_eq!(p.gate.timeout, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_errors() {
+        for (text, want) in [
+            ("drain:\n  acton: warn\n", "unknown field"),
+            ("bogus: 1\n", "unknown field"),
+            ("drain:\n  action: maybe\n", "unknown variant"),
+            ("drain:\n  denyCode: 200\n", "denyCode must be 400..599"),
+            ("replicas:\n  minimum: 0\n", "replicas.minimum must be 1..20"),
+            ("gate:\n  timeout: soon\n", "invalid duration"),
+        ] {
+            let err = Policy::parse(text).unwrap_err();
+            assert!(err.contains(want), "{text:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The policy core: pure functions `(admission request, cluster view, policy, now) -> decision`.
+//!
+//! Nothing here does I/O. The server, the `review`/`lint`/`check` commands and the tests all
+//! call [`validate`] and [`mutate`](crate::mutate::mutate).
+
+pub mod config;
+pub mod drain;
+pub mod replicas;
+
+use std::time::SystemTime;
+
+pub use config::*;
+
+use crate::admission::{AdmissionRequest, Operation};
+use crate::cluster::ClusterView;
+use crate::decision::Decision;
+
+/// Why a rule could not read the request it was given. The edge answers these as a denial
+/// with code 400 (never a silent allow).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RuleError {
+    #[error("request.{field} is missing")]
+    Missing { field: &'static str },
+    #[error("request.{field} is malformed: {message}")]
+    Malformed { field: &'static str, message: String },
+}
+
+/// The validating webhook: routes the request to the rule that owns it.
+/// Resources no rule handles are allowed with no warnings.
+pub fn validate(req: &AdmissionRequest, view: &ClusterView, policy: &Policy, now: SystemTime) -> Decision {
+    let res = &req.resource;
+    let result = match (res.group.as_str(), res.resource.as_str(), req.sub_resource(), req.operation) {
+        ("", "pods", "eviction", Operation::Create) => drain::eviction(req, view, policy, now),
+        ("", "nodes", "", Operation::Delete) => drain::node_delete(req, view, policy, now),
+        ("", "nodes", "", Operation::Update) => drain::node_update(req, view, policy, now),
+        ("longhorn.io", "settings", "", Operation::Create | Operation::Update) => {
+            replicas::setting(req, view, policy)
+        }
+        ("longhorn.io", "volumes", "", Operation::Create | Operation::Update) => {
+            replicas::volume(req, view, policy)
+        }
+        ("storage.k8s.io", "storageclasses", "", Operation::Create) => {
+            replicas::storage_class(req, view, policy)
+        }
+        _ => Ok(Decision::allow()),
+    };
+    finish(result)
+}
+
+/// Turns a rule result into the final decision: rule errors become a 400 denial, and the
+/// warning limits are enforced.
+pub fn finish(result: Result<Decision, RuleError>) -> Decision {
+    let mut d = match result {
+        Ok(d) => d,
+        Err(e) => Decision::deny(400, "BadRequest", format!("longhorn-guard: {e}")).rule("bad-request"),
+    };
+    d.finalize_warnings();
+    d
+}
+
+/// The request's `object`, or an error naming it.
+pub fn object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleError> {
+    req.object.as_ref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "object" })
+}
+
+/// The request's `oldObject`, or an error naming it.
+pub fn old_object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleError> {
+    req.old_object.as_ref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "oldObject" })
+}
+
+/// Parses `value` (the request's object or oldObject) into a typed object.
+pub fn typed<T: serde::de::DeserializeOwned>(
+    field: &'static str,
+    value: &serde_json::Value,
+) -> Result<T, RuleError> {
+    T::deserialize(value).map_err(|e| RuleError::Malformed { field, message: e.to_string() })
+}
