@@ -4,6 +4,7 @@
 //! ([`watch`]); the policy code only asks it questions. Every question is answered from a
 //! map or a secondary index, never by scanning all objects of a kind.
 
+pub mod confirm;
 pub mod objects;
 pub mod snapshot;
 pub mod watch;
