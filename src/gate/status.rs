@@ -567,4 +567,24 @@ mod tests {
         // Absent entirely.
         assert_eq!(check(&want, &BTreeMap::new(), &|_| true).unwrap_err(), Missing::AnnotationAbsent);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(text in "\\PC*", value in ".*") {
+            let _ = parse_kubelet_map(&text);
+            let _ = parse_networks(&text, Some("longhorn-system"));
+            let mut ann = BTreeMap::new();
+            ann.insert(NETWORK_STATUS_ANNOTATION.to_string(), value);
+            let want = [net("kube-system", "storage-net", Some("lhnet1"))];
+            let _ = check(&want, &ann, &|_| true);
+        }
+
+        #[test]
+        fn go_quoted_values_round_trip(value in "\\PC*") {
+            // strconv.Quote for printable text: only backslash and quote are escaped.
+            let quoted = format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""));
+            let map = parse_kubelet_map(&format!("k={quoted}")).unwrap();
+            proptest::prop_assert_eq!(&map["k"], &value);
+        }
+    }
 }
