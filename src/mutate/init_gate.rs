@@ -62,6 +62,11 @@ pub fn mutate_pod(
         }
     };
     let spec = &pod["spec"];
+    if !spec.is_object() {
+        return Ok(Decision::allow()
+            .rule("init-gate")
+            .with_warning("longhorn-guard: no init gate added: the pod has no spec object"));
+    }
     let init = &spec["initContainers"];
     let volumes = &spec["volumes"];
     for (field, v) in [("spec.initContainers", init), ("spec.volumes", volumes)] {
