@@ -348,7 +348,8 @@ fn classify(
 }
 
 /// Builds a target from kind, name, line key, resource and object.
-type MakeTarget<'a> = dyn Fn(&str, String, Option<String>, (&'static str, &'static str), Value) -> Target + 'a;
+type MakeTarget<'a> =
+    dyn Fn(&str, String, Option<String>, (&'static str, &'static str), Value) -> Target + 'a;
 
 /// A Longhorn Helm values file: `defaultSettings.*` and `persistence.defaultClassReplicaCount`.
 fn helm_values(
