@@ -280,7 +280,7 @@ fn json_syntax_errors_and_file_lines() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\n  \"kind\": \"List\",\n  \"items\": [\n}\n").unwrap();
-    let r = lint_paths(&[bad.clone()], &Policy::default(), &mut std::io::empty());
+    let r = lint_paths(&[bad], &Policy::default(), &mut std::io::empty());
     assert_eq!(r.exit_code(), 2);
     assert_eq!(r.findings.len(), 1);
     assert_eq!(r.findings[0].severity, Severity::Error);
