@@ -484,3 +484,78 @@ async fn kubectl_shows_the_response_warnings() {
         "Warning: longhorn-guard: default-replica-count=2 (all engines): 2 replicas tolerate 1 node failure; policy minimum is 3"
     );
 }
+
+#[test]
+fn out_of_range_volume_count_is_not_checked() {
+    for n in [-1, 21] {
+        let req = volume_req(|o| {
+            o["metadata"]["name"] = json!("odd");
+            o["spec"]["numberOfReplicas"] = json!(n);
+        });
+        for policy in [Policy::default(), deny_policy()] {
+            assert_warns(
+                &decide(&req, &policy),
+                &[format!(
+                    "longhorn-guard: volume odd: numberOfReplicas={n} is not a count in 1..20; not checked"
+                )
+                .as_str()],
+            );
+        }
+    }
+}
+
+mod limits {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the names and values, every warning fits the limit, nothing panics, and a
+        /// denial is always 422 Invalid with a field cause.
+        #[test]
+        fn warnings_always_fit(
+            name in "[a-z0-9][a-z0-9.-]{0,252}",
+            count in -3i64..25,
+            value in ".{0,300}",
+            engine_counts in proptest::collection::btree_map("v[0-9]", 0i64..25, 0..4),
+            deny in any::<bool>(),
+        ) {
+            let view = view();
+            let policy = if deny { deny_policy() } else { Policy::default() };
+            let mut reqs = Vec::new();
+            let mut vol = request("volume-create.json");
+            vol.object.as_mut().unwrap()["metadata"]["name"] = json!(name);
+            vol.object.as_mut().unwrap()["spec"]["numberOfReplicas"] = json!(count);
+            vol.object.as_mut().unwrap()["spec"]["dataLocality"] = json!("strict-local");
+            reqs.push(vol);
+            let mut sc = request("storageclass-create-longhorn-1-replica.json");
+            sc.object.as_mut().unwrap()["metadata"]["name"] = json!(name);
+            sc.object.as_mut().unwrap()["parameters"]["numberOfReplicas"] = json!(value);
+            reqs.push(sc);
+            for (setting, v) in [
+                ("default-replica-count", value.clone()),
+                ("default-replica-count", serde_json::to_string(&engine_counts.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>()).unwrap()),
+                ("storage-network", value.clone()),
+                ("storage-network", format!("{name}/{name}")),
+            ] {
+                let mut s = request("setting-update.json");
+                s.object.as_mut().unwrap()["metadata"]["name"] = json!(setting);
+                s.object.as_mut().unwrap()["value"] = json!(v);
+                reqs.push(s);
+            }
+            for req in reqs {
+                let d = policy::validate(&req, &view, &policy, SystemTime::now());
+                for w in &d.warnings {
+                    prop_assert!(w.chars().count() <= MAX_WARNING_LEN, "{} chars: {}", w.chars().count(), w);
+                    prop_assert!(w.starts_with("longhorn-guard: "), "{}", w);
+                }
+                if let Some(st) = d.status.as_ref() {
+                    prop_assert!(deny);
+                    prop_assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"));
+                    prop_assert!(!st.causes.is_empty());
+                }
+            }
+        }
+    }
+}

@@ -312,6 +312,13 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
                 None
             }
         }
+    } else if !LONGHORN_RANGE.contains(&set) {
+        say(
+            format!("numberOfReplicas={set} is not a count in 1..20; not checked"),
+            false,
+            "spec.numberOfReplicas",
+        );
+        None
     } else {
         if set < min {
             say(
