@@ -294,3 +294,26 @@ fn json_syntax_errors_and_file_lines() {
     assert_eq!(r.findings[0].line, 5, "{:?}", r.findings);
     assert!(Path::new(BIN).exists());
 }
+
+#[test]
+fn symlink_loops_do_not_hang_and_arrays_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(dir.path(), dir.path().join("loop")).unwrap();
+    let arr = r#"[
+  {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "a"},
+   "provisioner": "driver.longhorn.io", "parameters": {"numberOfReplicas": "3"}},
+  {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "b"},
+   "provisioner": "driver.longhorn.io", "parameters": {"numberOfReplicas": "2"}}
+]
+"#;
+    std::fs::write(dir.path().join("arr.json"), arr).unwrap();
+    let r = lint_paths(&[dir.path().to_path_buf()], &Policy::default(), &mut std::io::empty());
+    let shown = dir.path().join("arr.json").display().to_string();
+    assert_eq!(
+        r.text(),
+        format!(
+            "{shown}:5: StorageClass/b: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3\n"
+        )
+    );
+    assert_eq!(r.inputs, 1);
+}

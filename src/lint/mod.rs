@@ -108,9 +108,11 @@ impl Report {
         self.findings.iter().map(|f| f.text() + "\n").collect()
     }
 
-    /// The JSON output: an array of `{path,line,kind,name,severity,message}`.
-    pub fn json(&self) -> Value {
-        json!(self.findings)
+    /// The JSON output: an array of `{path,line,kind,name,severity,message}`, pretty-printed.
+    pub fn json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(&self.findings).unwrap_or_else(|_| "[]".into());
+        s.push('\n');
+        s
     }
 
     fn count(&self, s: Severity) -> usize {
@@ -224,10 +226,18 @@ pub fn lint_inputs(inputs: &[Input], policy: &Policy) -> Report {
     Report { findings, inputs: inputs.len() }
 }
 
-/// Expands `List`s (any `*List` with `items`) into their items, each with its name as anchor.
+/// Expands `List`s (any `*List` with `items`) and top-level arrays into their items, each
+/// with its name as anchor.
 fn flatten<'a>(v: &'a Value, anchor: Option<String>, out: &mut Vec<(&'a Value, Option<String>)>) {
     let is_list = v.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
         && v.get("items").is_some_and(Value::is_array);
+    if let Value::Array(items) = v {
+        for item in items {
+            let name = item.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+            flatten(item, name, out);
+        }
+        return;
+    }
     match v.get("items").and_then(Value::as_array) {
         Some(items) if is_list => {
             for item in items {

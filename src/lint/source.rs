@@ -74,13 +74,13 @@ fn read_file(p: &Path, inputs: &mut Vec<Input>, errors: &mut Vec<InputError>) {
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
+        let entry = entry?;
+        let path = entry.path();
+        // Symlinked folders are not followed (no loops); symlinked files are read.
+        if entry.file_type()?.is_dir() {
             walk(&path, out)?;
-        } else if path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        } else if path.is_file()
+            && path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
         {
             out.push(path);
         }
