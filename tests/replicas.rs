@@ -179,6 +179,32 @@ fn unchanged_low_value_is_warned_not_denied() {
 }
 
 #[test]
+fn raising_a_low_count_is_warned_not_denied() {
+    // 1 -> 2: still below 3, but a step towards it.
+    let mut req = request("volume-create.json");
+    req.operation = longhorn_guard::admission::Operation::Update;
+    let mut old = req.object.clone().unwrap();
+    old["spec"]["numberOfReplicas"] = json!(1);
+    req.old_object = Some(old);
+    assert_warns(&decide(&req, &deny_policy()), &[VOL_CREATE]);
+
+    // default-replica-count {"v1":"1","v2":"1"} -> {"v1":"2","v2":"2"}.
+    let mut req = request("setting-update.json");
+    req.old_object.as_mut().unwrap()["value"] = json!(r#"{"v1":"1","v2":"1"}"#);
+    assert_warns(&decide(&req, &deny_policy()), &[SETTING_JSON]);
+    // "1" -> "2" in the plain form.
+    let mut req = request("setting-update-plain.json");
+    req.old_object.as_mut().unwrap()["value"] = json!("1");
+    assert_warns(&decide(&req, &deny_policy()), &[SETTING_PLAIN]);
+    // {"v1":"1","v2":"3"} -> "2": v2 is lowered, so it is denied.
+    req.old_object.as_mut().unwrap()["value"] = json!(r#"{"v1":"1","v2":"3"}"#);
+    assert_invalid(&decide(&req, &deny_policy()), "value", SETTING_PLAIN);
+    // An unreadable old value counts as lowered.
+    req.old_object.as_mut().unwrap()["value"] = json!("junk");
+    assert_invalid(&decide(&req, &deny_policy()), "value", SETTING_PLAIN);
+}
+
+#[test]
 fn settings_that_remove_protection_warn_under_both_actions() {
     for policy in [Policy::default(), deny_policy()] {
         let d = decide(&request("setting-update-node-drain-policy.json"), &policy);

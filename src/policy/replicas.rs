@@ -1,10 +1,11 @@
 //! Replica-count rules for Settings, Volumes and StorageClasses (`rule: replicas`).
 //!
 //! Below the policy minimum a rule warns (`replicas.action: warn`) or denies with 422
-//! `Invalid` and a field cause (`replicas.action: deny`). A deny only applies to a value the
-//! request sets: a CREATE, or an UPDATE that changes the count. An UPDATE that leaves an
-//! already-low count alone (a label, a finalizer, Longhorn's own controllers) is warned about,
-//! never denied, so existing objects stay manageable. Values longhorn-guard cannot read are
+//! `Invalid` and a field cause (`replicas.action: deny`). A deny only applies to a count the
+//! request lowers: a CREATE, or an UPDATE to a lower count than the old object's. An UPDATE
+//! that keeps or raises an already-low count (a label, a finalizer, Longhorn's own
+//! controllers, a step towards the minimum) is warned about, never denied, so existing
+//! objects stay manageable. Values longhorn-guard cannot read are
 //! Longhorn's to reject: they are allowed with a warning saying what could not be read.
 
 use std::collections::BTreeMap;
@@ -33,7 +34,7 @@ struct Finding {
     text: String,
     /// The same with the name unclipped, for a denial's message (no length limit there).
     full: String,
-    /// A below-minimum count the request sets (CREATE, or UPDATE that changes it): denied
+    /// A below-minimum count the request lowers (CREATE, or UPDATE below the old count): denied
     /// under `replicas.action: deny`. Every other finding stays a warning.
     deniable: bool,
 }
@@ -208,14 +209,18 @@ pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> R
         return settings::setting(req, view, policy);
     }
     let value = setting_value(obj)?;
-    let changed = value_changed(req, |old| setting_value(old).ok() == Some(value));
+    // The old counts, for an UPDATE: `None` for a CREATE or an unreadable old value.
+    let old = match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
+        (Operation::Update, Some(o)) => setting_value(o).ok().and_then(|v| parse_default_count(v).ok()),
+        _ => None,
+    };
     let findings = match parse_default_count(value) {
         Err(why) => vec![Finding::new(
             "value",
             format!("{PREFIX}cannot read {DEFAULT_REPLICA_COUNT} {why}; not checked"),
             false,
         )],
-        Ok(count) => default_count_findings(&count, policy.replicas.minimum, changed),
+        Ok(count) => default_count_findings(&count, policy.replicas.minimum, old.as_ref()),
     };
     Ok(decide(findings, policy))
 }
@@ -229,35 +234,52 @@ fn setting_value(obj: &Value) -> Result<&str, RuleError> {
     }
 }
 
-/// True for a CREATE, or an UPDATE whose oldObject differs in the relevant value
-/// (`same_as_old(old)` answers "is the old value the same?").
-fn value_changed(req: &AdmissionRequest, same_as_old: impl Fn(&Value) -> bool) -> bool {
+/// True when the request lowers a count to `new`: a CREATE, or an UPDATE whose old object's
+/// count (`old_count(old)`, `None` when unreadable) is higher or unknown.
+fn lowers(req: &AdmissionRequest, new: i64, old_count: impl Fn(&Value) -> Option<i64>) -> bool {
     match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
-        (Operation::Update, Some(old)) => !same_as_old(old),
+        (Operation::Update, Some(old)) => old_count(old).is_none_or(|o| o <= 0 || o > new),
         _ => true,
     }
 }
 
-/// One finding per distinct low count, naming every engine that has it.
-fn default_count_findings(count: &DefaultCount, minimum: u32, deniable: bool) -> Vec<Finding> {
+/// One finding per distinct low count, naming every engine that has it. A finding is
+/// deniable when the request lowers the count of one of its engines (`old`: the previous
+/// counts of an UPDATE, `None` for a CREATE or an unreadable old value).
+fn default_count_findings(count: &DefaultCount, minimum: u32, old: Option<&DefaultCount>) -> Vec<Finding> {
     let min = i64::from(minimum);
-    let groups: Vec<(String, i64)> = match count {
-        DefaultCount::Plain(n) => vec![(format!("{DEFAULT_REPLICA_COUNT}={n} (all engines)"), *n)],
+    let lowered = |engines: &[&str], n: i64| match old {
+        None => true,
+        Some(DefaultCount::Plain(o)) => *o > n,
+        Some(o @ DefaultCount::PerEngine(_)) => engines.iter().any(|e| o.for_engine(e).is_none_or(|o| o > n)),
+    };
+    let groups: Vec<(String, i64, bool)> = match count {
+        DefaultCount::Plain(n) => {
+            let lower = match old {
+                None => true,
+                Some(DefaultCount::Plain(o)) => *o > *n,
+                Some(DefaultCount::PerEngine(m)) => m.values().any(|o| o > n),
+            };
+            vec![(format!("{DEFAULT_REPLICA_COUNT}={n} (all engines)"), *n, lower)]
+        }
         DefaultCount::PerEngine(map) => {
-            let mut by_count: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+            let mut by_count: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
             for (engine, n) in map {
-                by_count.entry(*n).or_default().push(format!("{engine}={n}"));
+                by_count.entry(*n).or_default().push(engine);
             }
             by_count
                 .into_iter()
-                .map(|(n, e)| (format!("{DEFAULT_REPLICA_COUNT} {}", e.join(", ")), n))
+                .map(|(n, engines)| {
+                    let label = engines.iter().map(|e| format!("{e}={n}")).collect::<Vec<_>>().join(", ");
+                    (format!("{DEFAULT_REPLICA_COUNT} {label}"), n, lowered(&engines, n))
+                })
                 .collect()
         }
     };
     groups
         .into_iter()
-        .filter(|(_, n)| *n < min)
-        .map(|(label, n)| {
+        .filter(|(_, n, _)| *n < min)
+        .map(|(label, n, deniable)| {
             Finding::new(
                 "value",
                 format!("{PREFIX}{label}: {}; policy minimum is {min}", trade_off(n)),
@@ -284,9 +306,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
     let min = i64::from(volume_minimum(policy, &vol));
     let engine = if vol.spec.data_engine.is_empty() { "v1" } else { vol.spec.data_engine.as_str() };
     let set = vol.spec.number_of_replicas;
-    let changed = value_changed(req, |old| {
-        old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64).unwrap_or(0) == set
-    });
+    let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
     let mut findings = Vec::new();
     let mut say = |text: String, deniable: bool, field: &'static str| {
         findings.push(Finding::about(field, "volume", &name, &text, deniable))
@@ -323,7 +343,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
         if set < min {
             say(
                 format!("numberOfReplicas={set} {}; policy minimum is {min}", tolerates(set)),
-                changed,
+                lowered,
                 "spec.numberOfReplicas",
             );
         }
