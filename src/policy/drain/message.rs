@@ -9,7 +9,6 @@ use super::analysis::VolumeReport;
 /// The machine reason for a denial code, as the Kubernetes API names it.
 pub fn reason_for(code: u16) -> &'static str {
     match code {
-        400 => "BadRequest",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "NotFound",
