@@ -479,7 +479,7 @@ fn analyze_volume(
         };
         reason = format!("attached to {node} ({engine_phrase})");
         if stranded {
-            reason.push_str(" and holds its last healthy data");
+            reason.push_str(" and holds its last healthy replica");
         }
         let pvc = vol
             .map(|v| &v.status.kubernetes_status)
@@ -656,17 +656,10 @@ fn stranded_reason(
             None => format!("{lead}; no other replica exists"),
         };
         let remedy = match number {
-            Some(nr) if nr <= 1 => {
-                if detached {
-                    format!(
-                        "raise numberOfReplicas to 2 or more and attach it until the rebuild is done, or accept the risk with the {ALLOW_DRAIN_ANNOTATION} annotation"
-                    )
-                } else {
-                    format!(
-                        "raise numberOfReplicas to 2 or more and wait for the rebuild, or accept the risk with the {ALLOW_DRAIN_ANNOTATION} annotation"
-                    )
-                }
+            Some(nr) if nr <= 1 && detached => {
+                "raise numberOfReplicas to 2 or more and attach it until the rebuild is done".to_string()
             }
+            Some(nr) if nr <= 1 => "raise numberOfReplicas to 2 or more and wait for the rebuild".to_string(),
             _ if detached => "attach it so Longhorn rebuilds the missing replicas, then wait".to_string(),
             _ => "wait for Longhorn to rebuild the missing replicas".to_string(),
         };

@@ -64,7 +64,11 @@ pub fn warning_lines(head: String, node: &str, blocking: &[&VolumeReport], polic
     let max = policy.drain.max_listed_volumes.clamp(1, room);
     let mut out = vec![clip(&head, MAX_WARNING_LEN)];
     for v in blocking.iter().take(max) {
-        out.push(clip(&v.line(), MAX_WARNING_LEN));
+        // Keep the remedy when it fits; else the reason alone; else clip.
+        let line = v.line();
+        let short = format!("{}: {}", v.volume, v.reason);
+        let pick = if line.chars().count() <= MAX_WARNING_LEN { line } else { short };
+        out.push(clip(&pick, MAX_WARNING_LEN));
     }
     if blocking.len() > max {
         out.push(clip(
