@@ -78,3 +78,30 @@ pub fn warning_lines(head: String, node: &str, blocking: &[&VolumeReport], polic
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_map_to_api_reasons() {
+        for (code, reason) in [
+            (429, "TooManyRequests"),
+            (403, "Forbidden"),
+            (422, "Invalid"),
+            (409, "Conflict"),
+            (418, "BadRequest"),
+            (503, "ServiceUnavailable"),
+            (599, "InternalError"),
+        ] {
+            assert_eq!(reason_for(code), reason, "{code}");
+        }
+    }
+
+    #[test]
+    fn volume_counts_read_naturally() {
+        assert_eq!(volumes(1), "1 volume");
+        assert_eq!(volumes(0), "0 volumes");
+        assert_eq!(volumes(7), "7 volumes");
+    }
+}
