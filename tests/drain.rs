@@ -319,12 +319,16 @@ fn other_replicas_instance_manager_not_running_denies() {
     s.get("InstanceManager", im_of("node-1"))["status"]["currentState"] = json!("error");
     let d = drain(&s, "node-3");
     assert_denied_429(&d);
-    assert!(message(&d).contains("its replica on node-1 has its instance manager error"), "{}", message(&d));
+    assert!(
+        message(&d).contains("its replica on node-1 has no running instance manager (state error)"),
+        "{}",
+        message(&d)
+    );
     assert!(message(&d).contains("wait until the instance manager on node-1 is running"));
 
     // With status.instanceManagerName empty, the IM on the replica's node is found by data engine.
     s.get("Replica", "vol-healthy-r-1a2b3c4d")["status"]["instanceManagerName"] = json!("");
-    assert!(message(&drain(&s, "node-3")).contains("has its instance manager error"));
+    assert!(message(&drain(&s, "node-3")).contains("has no running instance manager (state error)"));
     s.get("InstanceManager", im_of("node-1"))["status"]["currentState"] = json!("running");
     assert_allowed(&drain(&s, "node-3"));
 }

@@ -578,14 +578,14 @@ fn replica_facts<'a>(
         Some("has no node".into())
     } else {
         match view.is_node_cordoned(&node) {
-            None => Some(format!("is on node {node}, which longhorn-guard does not see")),
+            None => Some("is on a node longhorn-guard does not see".into()),
             Some(true) => Some("is on a cordoned node".into()),
             Some(false) => match instance_manager_of(view, r) {
                 None => Some("has no instance manager".into()),
                 Some(im) if im.status.current_state != "running" => Some(format!(
-                    "has its instance manager {}",
+                    "has no running instance manager (state {})",
                     if im.status.current_state.is_empty() {
-                        "not running"
+                        "unknown"
                     } else {
                         im.status.current_state.as_str()
                     }
