@@ -189,3 +189,53 @@ async fn stale_allow_turns_into_a_denial_when_fresh_state_is_unsafe() {
         st.message
     );
 }
+
+/// Runs `check drain ARGS` with KUBECONFIG pointing at the stand-in API server.
+async fn check_live(addr: SocketAddr, args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\
+             contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\n\
+             users:\n- name: fake\n  user: {{}}\n"
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+            .args(["check", "drain"])
+            .args(&args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("LONGHORN_GUARD_LOG", "warn")
+            .output()
+            .unwrap();
+        drop(dir);
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_drain_reads_the_live_cluster() {
+    let (addr, _) = serve(snapshot_items()).await;
+    let (code, out, err) = check_live(addr, &["node-3"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("node-3: a drain would proceed (1 volume checked, none blocking)\n"), "{out}");
+
+    let (code, out, _) = check_live(addr, &["node-1", "--output", "json"]).await;
+    assert_eq!(code, 1);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["drain"], "block");
+
+    let (code, _, err) = check_live(addr, &["node-9"]).await;
+    assert_eq!(code, 2);
+    assert!(err.contains("node node-9 is not in the cluster (known nodes: node-1, node-2, node-3)"), "{err}");
+}
