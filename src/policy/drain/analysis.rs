@@ -645,7 +645,8 @@ fn stranded_reason(
     let lead = if healthy_here {
         format!("last healthy replica is on {node}")
     } else {
-        format!("only copy of its data is on {node} (replica {})", at_risk[0].report.state)
+        let state = at_risk.first().map(|f| f.report.state.as_str()).unwrap_or("unknown");
+        format!("only copy of its data is on {node} (replica {state})")
     };
 
     if others.is_empty() {
