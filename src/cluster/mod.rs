@@ -359,6 +359,11 @@ impl ClusterView {
             .or_else(|| self.engines_of_volume(volume).next())
     }
 
+    /// Every engine (for metrics such as stalled rebuilds; not for request paths).
+    pub fn engines(&self) -> impl Iterator<Item = &Engine> {
+        self.engines.values()
+    }
+
     /// Engines whose node is `node`, in name order.
     pub fn engines_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Engine> + 'a {
         iter_index(&self.engines_by_node, node).filter_map(|n| self.engines.get(n))
