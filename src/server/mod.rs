@@ -56,8 +56,9 @@ pub struct ServeArgs {
     /// server caps requests at 3 MiB, and an AdmissionReview holds an object and its old version.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, env = "LONGHORN_GUARD_MAX_BODY_BYTES")]
     pub max_body_bytes: u64,
-    /// Time a client has to finish the TLS handshake and send a request's headers. Default 5s:
-    /// the API server sends at once; this bounds slow or idle clients holding connections.
+    /// Time a client has to finish the TLS handshake and to send a request's headers; a
+    /// kept-alive connection idle this long is closed too. Default 5s: the API server sends at
+    /// once; this bounds slow or idle clients holding connections.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Duration,
     /// Deadline for one request, body to response. Default 8s: under the API server's default
@@ -114,7 +115,7 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
-    #[error("serving certificate: {0}")]
+    #[error("serving certificate: {0} (create one with `longhorn-guard certs --out DIR`, or mount the webhook's TLS Secret)")]
     Tls(#[from] TlsError),
 }
 
