@@ -139,3 +139,43 @@ fn convert(kind: ObjectKind, o: DynamicObject) -> Option<Object> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ClusterView, Source};
+    use serde_json::json;
+
+    fn replica(name: &str, node: &str) -> Object {
+        Object::from_value(
+            ObjectKind::Replica,
+            json!({"metadata": {"name": name, "namespace": "longhorn-system"},
+                   "spec": {"nodeID": node, "volumeName": "v"}}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_relist_replaces_the_kind_and_keeps_indexes_consistent() {
+        let now = SystemTime::now();
+        let mut v = ClusterView::new(Source::Watch);
+        v.replace_kind(ObjectKind::Replica, vec![replica("r1", "n1"), replica("r2", "n2")], now);
+        assert_eq!(v.replicas_on_node("n1").count(), 1);
+        v.replace_kind(ObjectKind::Replica, vec![replica("r2", "n1"), replica("r3", "n3")], now);
+        assert!(v.replica("r1").is_none());
+        assert_eq!(
+            v.replicas_on_node("n1").map(|r| r.metadata.name.clone().unwrap()).collect::<Vec<_>>(),
+            ["r2"]
+        );
+        assert_eq!(v.replicas_on_node("n2").count(), 0);
+        assert_eq!(v.replicas_of_volume("v").count(), 2);
+        assert!(!v.freshness().synced);
+    }
+
+    #[test]
+    fn every_kind_is_watched_once() {
+        let kinds: BTreeSet<ObjectKind> = targets().iter().map(|t| t.kind).collect();
+        assert_eq!(kinds.len(), targets().len());
+        assert_eq!(kinds.len(), ClusterView::new(Source::Watch).counts().len());
+    }
+}

@@ -78,7 +78,7 @@ impl Metrics {
         self.observe(webhook, elapsed);
     }
 
-    /// Records the latency of a request that ended with an HTTP error.
+    /// Records one request's latency (decided or answered with an HTTP error).
     pub fn observe(&self, webhook: &str, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         let mut map = lock(&self.durations);
