@@ -507,3 +507,38 @@ async fn readyz_is_503_while_the_view_is_not_synced() {
     handle.shutdown();
     assert!(handle.stopped().await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_outlives_the_header_timeout_but_slow_headers_do_not() {
+    let limits = Limits {
+        header_read_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_secs(60),
+        ..test_limits()
+    };
+    let s = TestServer::start(limits).await;
+    let body = fixture("eviction-create.json");
+
+    // A kept-alive connection idle for several header timeouts still serves the next request.
+    let tls = connect(s.addr, &s.client).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
+    tokio::spawn(conn);
+    assert_eq!(send(&mut sender, "POST", "/validate", body.clone()).await.unwrap().status, 200);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let again = send(&mut sender, "POST", "/validate", body.clone()).await.unwrap();
+    assert_eq!(again.status, 200, "{}", again.text());
+
+    // Half a request head, then silence: the server closes the connection without answering.
+    let mut slow = connect(s.addr, &s.client).await.unwrap();
+    slow.write_all(b"POST /validate HTTP/1.1\r\nHost: local").await.unwrap();
+    slow.flush().await.unwrap();
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), slow.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "a connection with a stalled request head was kept open");
+    assert!(!String::from_utf8_lossy(&got).contains("AdmissionReview"));
+
+    // A connection that never sends anything is closed too.
+    let mut silent = connect(s.addr, &s.client).await.unwrap();
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), silent.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "a silent connection was kept open");
+}

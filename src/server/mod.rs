@@ -9,6 +9,7 @@
 //! [`Server::bind`] is the library entry point (tests start the real server on port 0 with
 //! it); [`run`] is the `longhorn-guard serve` edge: configuration, signals, exit status.
 
+pub mod conn;
 pub mod metrics;
 pub mod routes;
 
@@ -21,9 +22,9 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceExt as _;
 
 use crate::admit::Admitter;
 use crate::cluster::{snapshot, ClusterView, SharedView, Source};
@@ -56,11 +57,16 @@ pub struct ServeArgs {
     /// server caps requests at 3 MiB, and an AdmissionReview holds an object and its old version.
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, env = "LONGHORN_GUARD_MAX_BODY_BYTES")]
     pub max_body_bytes: u64,
-    /// Time a client has to finish the TLS handshake and to send a request's headers; a
-    /// kept-alive connection idle this long is closed too. Default 5s: the API server sends at
-    /// once; this bounds slow or idle clients holding connections.
+    /// Time a client has to finish the TLS handshake, and to send a request's headers once it
+    /// started sending them (or after connecting). Default 5s: the API server sends at once;
+    /// this bounds slow clients holding connections.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request before it is closed.
+    /// Default 120s: longer than the API server's 90s idle timeout, so the client closes idle
+    /// connections first and no request races the server's close.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_IDLE_TIMEOUT")]
+    pub idle_timeout: Duration,
     /// Deadline for one request, body to response. Default 8s: under the API server's default
     /// 10s webhook timeout. A shorter `?timeout=` from the API server wins, minus a margin.
     #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_REQUEST_TIMEOUT")]
@@ -80,6 +86,7 @@ pub struct ServeArgs {
 pub struct Limits {
     pub max_body_bytes: u64,
     pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
     pub request_timeout: Duration,
     pub shutdown_grace: Duration,
     pub tls_reload_interval: Duration,
@@ -90,6 +97,7 @@ impl Default for Limits {
         Self {
             max_body_bytes: 7 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(8),
             shutdown_grace: Duration::from_secs(25),
             tls_reload_interval: Duration::from_secs(2),
@@ -214,7 +222,7 @@ async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
         let watcher = graceful.watcher();
         let state = state.clone();
         let limits = limits.clone();
@@ -232,11 +240,34 @@ async fn serve(
                     return;
                 }
             };
+            // hyper's own header timer also runs while a kept-alive connection is idle, so
+            // both limits are kept by `conn::Phase` instead (see there).
+            let phase = conn::Phase::new();
+            let service = {
+                let phase = phase.clone();
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    phase.request_started();
+                    let (router, phase) = (router.clone(), phase.clone());
+                    async move {
+                        let resp = router.oneshot(req.map(axum::body::Body::new)).await;
+                        phase.request_finished();
+                        resp
+                    }
+                })
+            };
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(tls), service);
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
+            let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
+            let connection = watcher.watch(builder.serve_connection(io, service));
+            tokio::select! {
+                result = connection => {
+                    if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                }
+                why = phase.watchdog(limits.header_read_timeout, limits.idle_timeout) => {
+                    tracing::debug!(%peer, reason = ?why, "closing connection");
+                }
             }
         });
     }
@@ -318,6 +349,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
     let limits = Limits {
         max_body_bytes: args.max_body_bytes,
         header_read_timeout: args.header_read_timeout,
+        idle_timeout: args.idle_timeout,
         request_timeout: args.request_timeout,
         shutdown_grace: args.shutdown_grace,
         tls_reload_interval: args.tls_reload_interval,
