@@ -542,3 +542,17 @@ async fn idle_keep_alive_outlives_the_header_timeout_but_slow_headers_do_not() {
     let closed = tokio::time::timeout(Duration::from_secs(20), silent.read_to_end(&mut got)).await;
     assert!(closed.is_ok(), "a silent connection was kept open");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_requests_still_running_after_the_grace_period() {
+    let limits = Limits { shutdown_grace: Duration::from_millis(500), ..test_limits() };
+    let s = TestServer::start(limits).await;
+    // Half a body and never the rest: the request cannot finish.
+    let mut stuck = SlowRequest::start(s.addr, &s.client, &fixture("eviction-create.json")).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.handle.shutdown();
+    assert!(!s.handle.stopped().await, "a request that cannot finish was reported as finished");
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), stuck.tls.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "the cut connection was left open");
+}

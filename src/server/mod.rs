@@ -207,9 +207,12 @@ async fn serve(
     let router = routes::router(state.clone());
     let graceful = GracefulShutdown::new();
     let limits = state.limits.clone();
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (tcp, peer) = tokio::select! {
             _ = stopped(&mut shutdown) => break,
+            // Reap finished connection tasks.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -226,7 +229,7 @@ async fn serve(
         let watcher = graceful.watcher();
         let state = state.clone();
         let limits = limits.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let tls = match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -281,7 +284,12 @@ async fn serve(
             true
         }
         Err(_) => {
-            tracing::warn!(grace = ?limits.shutdown_grace, "shutdown grace period over; closing the remaining connections");
+            tracing::warn!(
+                grace = ?limits.shutdown_grace,
+                connections = connections.len(),
+                "shutdown grace period over; closing the remaining connections"
+            );
+            connections.abort_all();
             false
         }
     }
