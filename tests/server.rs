@@ -70,6 +70,15 @@ async fn probes_metrics_and_every_fixture_answer_over_tls() {
     assert!(text.contains("longhorn_guard_cluster_view_age_seconds 0"), "{text}");
     assert!(text.contains("longhorn_guard_admission_in_flight 0"), "{text}");
     assert!(text.contains("longhorn_guard_tls_reloads_total{result=\"success\"} 0"), "{text}");
+    // The snapshot's vol-degraded rebuild has sat at 0% in WO since 2026-11-30T11:19:51Z.
+    assert!(text.contains("longhorn_guard_stalled_rebuilds 1"), "{text}");
+    assert!(
+        text.contains(
+            "longhorn_guard_stalled_rebuild_since_timestamp_seconds{volume=\"vol-degraded\",\
+             engine=\"vol-degraded-e-0\",replica=\"vol-degraded-r-7d8e9f0a\"} 1796037591"
+        ),
+        "{text}"
+    );
     s.handle.shutdown();
     assert!(s.handle.stopped().await);
 }

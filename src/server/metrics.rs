@@ -196,7 +196,7 @@ impl Metrics {
 }
 
 /// Gauges computed from the cluster view at scrape time. Add new view-derived gauges here.
-fn render_view_gauges(out: &mut String, view: &ClusterView, _policy: &Policy, now: SystemTime) {
+fn render_view_gauges(out: &mut String, view: &ClusterView, policy: &Policy, now: SystemTime) {
     let fresh = view.freshness();
     header(
         out,
@@ -221,12 +221,30 @@ fn render_view_gauges(out: &mut String, view: &ClusterView, _policy: &Policy, no
         let _ = writeln!(out, "longhorn_guard_cluster_view_objects{{kind=\"{}\"}} {n}", kind_label(kind));
     }
 
-    // MERGE POINT (drain): `longhorn_guard_stalled_rebuilds`, the number of rebuilds whose
-    // progress has not moved for longer than the policy allows, from
-    // `crate::policy::drain::stalled_rebuilds(view, _policy, now).len()`:
-    //
-    //   header(out, "longhorn_guard_stalled_rebuilds", "gauge", "Replica rebuilds whose progress has not moved within drain.rebuildStallAfter.");
-    //   let _ = writeln!(out, "longhorn_guard_stalled_rebuilds {}", crate::policy::drain::stalled_rebuilds(view, _policy, now).len());
+    let stalled = crate::policy::drain::stalled_rebuilds(view, policy, now);
+    header(
+        out,
+        "longhorn_guard_stalled_rebuilds",
+        "gauge",
+        "Replica rebuilds whose progress has not moved for longer than drain.stallAfter.",
+    );
+    let _ = writeln!(out, "longhorn_guard_stalled_rebuilds {}", stalled.len());
+    header(
+        out,
+        "longhorn_guard_stalled_rebuild_since_timestamp_seconds",
+        "gauge",
+        "Unix time since which each stalled rebuild's progress has not moved.",
+    );
+    for s in &stalled {
+        let since = s.since.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "longhorn_guard_stalled_rebuild_since_timestamp_seconds{{volume=\"{}\",engine=\"{}\",replica=\"{}\"}} {since}",
+            esc(&s.volume),
+            esc(&s.engine),
+            esc(s.replica.as_deref().unwrap_or("")),
+        );
+    }
 }
 
 fn kind_label(kind: ObjectKind) -> &'static str {
