@@ -54,3 +54,6 @@ lint-example: build ## Lint the shipped samples in examples/lint (warn, deny and
 	@echo
 	@echo '$$ longhorn-guard lint examples/lint/malformed'
 	@$(BIN) lint examples/lint/malformed; rc=$$?; echo "[exit $$rc; 2 expected: unreadable input]"; test $$rc -eq 2
+
+bench: ## Decision latency and view memory on a synthetic cluster (release build)
+	$(CARGO) bench --locked --bench decide
