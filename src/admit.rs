@@ -102,7 +102,11 @@ impl Admitter {
                 &self.policy,
             );
         };
-        match tokio::time::timeout(deadline, confirmer(node.to_string())).await {
+        // Leave a margin inside the caller's deadline so that a hanging API server still gets
+        // the 429 "could not confirm" answer, not the caller's own timeout (a 5xx, which the
+        // API server would treat as a webhook failure).
+        let budget = deadline.saturating_sub((deadline / 10).max(Duration::from_millis(100)));
+        match tokio::time::timeout(budget, confirmer(node.to_string())).await {
             Ok(Ok(fresh)) => {
                 let mut d = policy::validate(request, &fresh, &self.policy, now);
                 if d.confirm_node.take().is_some() {
@@ -117,7 +121,7 @@ impl Admitter {
             Ok(Err(e)) => policy::drain::unconfirmed(node, &e, &self.policy),
             Err(_) => policy::drain::unconfirmed(
                 node,
-                &format!("the API server did not answer within {}ms", deadline.as_millis()),
+                &format!("the API server did not answer within {}ms", budget.as_millis()),
                 &self.policy,
             ),
         }

@@ -32,8 +32,13 @@ pub struct Freshness {
     pub source: Source,
     /// True once every watched kind has finished its initial list.
     pub synced: bool,
-    /// When the view last received data (initial list, event or confirmation read).
+    /// When the least recently updated kind last received data (initial list, event or
+    /// confirmation read): the view is as old as its oldest kind, so one failing watch makes
+    /// the whole view age. `None` until every kind has received data.
     pub updated_at: Option<SystemTime>,
+    /// Objects (`kind/name`) the watches saw but could not read; while any is listed the view
+    /// is not trusted for an allow.
+    pub unreadable: Vec<String>,
 }
 
 impl Freshness {
@@ -45,9 +50,10 @@ impl Freshness {
         }
     }
 
-    /// True when the data may be relied on for an allow at `now` given the bound `max_age`.
+    /// True when the data may be relied on for an allow at `now` given the bound `max_age`:
+    /// synced, every object readable, and every kind updated within `max_age`.
     pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
-        self.synced && self.age(now).is_some_and(|a| a <= max_age)
+        self.synced && self.unreadable.is_empty() && self.age(now).is_some_and(|a| a <= max_age)
     }
 }
 
@@ -81,7 +87,12 @@ pub struct ClusterView {
     instance_manager_pods_by_node: Index,
     /// (engine name, rebuild address) -> when its progress value was first seen.
     rebuild_marks: HashMap<(String, String), ProgressMark>,
-    freshness: Freshness,
+    source: Source,
+    synced: bool,
+    /// When each kind last received data.
+    kind_updated: HashMap<ObjectKind, SystemTime>,
+    /// Names of watched objects, by kind, that could not be read.
+    unreadable: HashMap<ObjectKind, BTreeSet<String>>,
 }
 
 impl ClusterView {
@@ -104,7 +115,10 @@ impl ClusterView {
             instance_managers_by_node: Index::new(),
             instance_manager_pods_by_node: Index::new(),
             rebuild_marks: HashMap::new(),
-            freshness: Freshness { source, synced: false, updated_at: None },
+            source,
+            synced: false,
+            kind_updated: HashMap::new(),
+            unreadable: HashMap::new(),
         }
     }
 
@@ -124,7 +138,9 @@ impl ClusterView {
     /// progress changes (stall detection) and the view's freshness.
     pub fn upsert(&mut self, object: Object, now: SystemTime) {
         let name = object.name().to_string();
-        self.unindex(object.kind(), object.metadata().namespace.as_deref(), &name);
+        let kind = object.kind();
+        self.unindex(kind, object.metadata().namespace.as_deref(), &name);
+        self.clear_unreadable(kind, &name);
         match object {
             Object::Node(o) => {
                 self.nodes.insert(name, o);
@@ -176,12 +192,13 @@ impl ClusterView {
                 self.instance_managers.insert(name, o);
             }
         }
-        self.touch(now);
+        self.touch_kind(kind, now);
     }
 
     /// Removes an object (no-op when absent), keeping every index consistent.
     pub fn remove(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
         self.unindex(kind, namespace, name);
+        self.clear_unreadable(kind, name);
         if kind == ObjectKind::Engine {
             self.rebuild_marks.retain(|(e, _), _| e != name);
         }
@@ -289,27 +306,52 @@ impl ClusterView {
                 self.remove(kind, Some(&ns), &name);
             }
         }
+        self.unreadable.remove(&kind);
         for o in objects {
             self.upsert(o, now);
         }
-        self.touch(now);
+        self.touch_kind(kind, now);
     }
 
     /// Records that the view holds a complete initial list of every kind.
     pub fn mark_synced(&mut self, now: SystemTime) {
-        self.freshness.synced = true;
+        self.synced = true;
         self.touch(now);
     }
 
     /// Marks the view as not synced (a watch lost its stream and is relisting).
     pub fn mark_unsynced(&mut self) {
-        self.freshness.synced = false;
+        self.synced = false;
     }
 
-    /// Records that data arrived at `now` (an event, a relist or a confirmation read).
+    /// Records that data for every kind arrived at `now` (a snapshot or a confirmation read).
     pub fn touch(&mut self, now: SystemTime) {
-        if self.freshness.updated_at.is_none_or(|t| t < now) {
-            self.freshness.updated_at = Some(now);
+        for kind in ObjectKind::ALL {
+            self.touch_kind(kind, now);
+        }
+    }
+
+    /// Records that data for `kind` arrived at `now` (an event or a completed list).
+    pub fn touch_kind(&mut self, kind: ObjectKind, now: SystemTime) {
+        let t = self.kind_updated.entry(kind).or_insert(now);
+        if *t < now {
+            *t = now;
+        }
+    }
+
+    /// Records that a watched object could not be read. The previous version (if any) stays
+    /// in the view, and the view is not trusted for allows until the object is read again,
+    /// deleted, or its kind relisted.
+    pub fn note_unreadable(&mut self, kind: ObjectKind, name: &str) {
+        self.unreadable.entry(kind).or_default().insert(name.to_string());
+    }
+
+    fn clear_unreadable(&mut self, kind: ObjectKind, name: &str) {
+        if let Some(set) = self.unreadable.get_mut(&kind) {
+            set.remove(name);
+            if set.is_empty() {
+                self.unreadable.remove(&kind);
+            }
         }
     }
 
@@ -328,8 +370,20 @@ impl ClusterView {
 
     // ---- questions ----
 
-    pub fn freshness(&self) -> &Freshness {
-        &self.freshness
+    /// How current the view is: source, sync state, the age of its oldest kind, unreadable objects.
+    pub fn freshness(&self) -> Freshness {
+        let updated_at = ObjectKind::ALL
+            .iter()
+            .map(|k| self.kind_updated.get(k).copied())
+            .collect::<Option<Vec<SystemTime>>>()
+            .and_then(|times| times.into_iter().min());
+        let mut unreadable: Vec<String> = self
+            .unreadable
+            .iter()
+            .flat_map(|(k, names)| names.iter().map(move |n| format!("{}/{n}", k.display())))
+            .collect();
+        unreadable.sort();
+        Freshness { source: self.source.clone(), synced: self.synced, updated_at, unreadable }
     }
 
     /// Core Node by name.

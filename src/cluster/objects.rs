@@ -364,6 +364,19 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
+    /// Every kind the cluster view holds.
+    pub const ALL: [ObjectKind; 9] = [
+        Self::Node,
+        Self::Pod,
+        Self::StorageClass,
+        Self::Volume,
+        Self::Replica,
+        Self::Engine,
+        Self::LonghornNode,
+        Self::Setting,
+        Self::InstanceManager,
+    ];
+
     /// The kind for an `apiVersion`/`kind` pair, or `None` for kinds longhorn-guard ignores.
     pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
         match (api_version, kind) {

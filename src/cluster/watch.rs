@@ -64,7 +64,7 @@ pub async fn run(client: kube::Client, view: SharedView) {
         watcher::watcher(api, watcher::Config::default()).default_backoff().map(move |ev| (kind, ev)).boxed()
     });
     let mut merged = stream::select_all(streams);
-    let mut pending: std::collections::HashMap<ObjectKind, Vec<Object>> = Default::default();
+    let mut pending: std::collections::HashMap<ObjectKind, (Vec<Object>, Vec<String>)> = Default::default();
     let mut listed: BTreeSet<ObjectKind> = BTreeSet::new();
     while let Some((kind, event)) = merged.next().await {
         let event = match event {
@@ -81,20 +81,25 @@ pub async fn run(client: kube::Client, view: SharedView) {
         let now = SystemTime::now();
         match event {
             Event::Init => {
-                pending.insert(kind, Vec::new());
+                pending.insert(kind, Default::default());
             }
             Event::InitApply(o) => {
-                if let Some(obj) = convert(kind, o) {
-                    pending.entry(kind).or_default().push(obj);
+                let (objects, unreadable) = pending.entry(kind).or_default();
+                match convert(kind, o) {
+                    Ok(obj) => objects.push(obj),
+                    Err(name) => unreadable.push(name),
                 }
             }
             Event::InitDone => {
-                let objects = pending.remove(&kind).unwrap_or_default();
+                let (objects, unreadable) = pending.remove(&kind).unwrap_or_default();
                 let n = objects.len();
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
                 view.update(|v| {
                     v.replace_kind(kind, objects, now);
+                    for name in &unreadable {
+                        v.note_unreadable(kind, name);
+                    }
                     if first && all_listed {
                         v.mark_synced(now);
                     }
@@ -104,40 +109,43 @@ pub async fn run(client: kube::Client, view: SharedView) {
                     tracing::info!("cluster view synced: every watched kind is listed");
                 }
             }
-            Event::Apply(o) => {
-                if let Some(obj) = convert(kind, o) {
-                    view.update(|v| v.upsert(obj, now));
-                }
-            }
+            Event::Apply(o) => match convert(kind, o) {
+                Ok(obj) => view.update(|v| v.upsert(obj, now)),
+                // Keep the last readable version; allows are confirmed until this clears.
+                Err(name) => view.update(|v| {
+                    v.note_unreadable(kind, &name);
+                    v.touch_kind(kind, now);
+                }),
+            },
             Event::Delete(o) => {
                 let ns = o.metadata.namespace.clone();
                 let name = o.metadata.name.clone().unwrap_or_default();
                 view.update(|v| {
                     v.remove(kind, ns.as_deref(), &name);
-                    v.touch(now);
+                    v.touch_kind(kind, now);
                 });
             }
         }
     }
 }
 
-/// The typed object of a watched `DynamicObject`; `None` (with a log line) when it does not fit.
-fn convert(kind: ObjectKind, o: DynamicObject) -> Option<Object> {
+/// The typed object of a watched `DynamicObject`, or its name (after a log line) when it
+/// does not fit the model.
+fn convert(kind: ObjectKind, o: DynamicObject) -> Result<Object, String> {
     let name = o.metadata.name.clone().unwrap_or_default();
-    let value = match serde_json::to_value(&o) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(kind = kind.display(), name, error = %e, "cannot read watched object; skipped");
-            return None;
-        }
-    };
-    match Object::from_value(kind, value) {
-        Ok(obj) => Some(obj),
-        Err(e) => {
-            tracing::warn!(kind = kind.display(), name, error = %e, "watched object does not parse; skipped");
-            None
-        }
-    }
+    let value = serde_json::to_value(&o).map_err(|e| {
+        tracing::warn!(kind = kind.display(), name, error = %e, "cannot read watched object");
+        name.clone()
+    })?;
+    Object::from_value(kind, value).map_err(|e| {
+        tracing::warn!(
+            kind = kind.display(),
+            name,
+            error = %e,
+            "watched object does not parse; drain allows are confirmed with the API server until it does"
+        );
+        name.clone()
+    })
 }
 
 #[cfg(test)]
@@ -170,6 +178,45 @@ mod tests {
         assert_eq!(v.replicas_on_node("n2").count(), 0);
         assert_eq!(v.replicas_of_volume("v").count(), 2);
         assert!(!v.freshness().synced);
+    }
+
+    #[test]
+    fn unreadable_objects_make_the_view_untrusted_until_read_again() {
+        let now = SystemTime::now();
+        let mut v = ClusterView::new(Source::Watch);
+        for kind in ObjectKind::ALL {
+            v.replace_kind(kind, Vec::new(), now);
+        }
+        v.mark_synced(now);
+        let bound = std::time::Duration::from_secs(5);
+        assert!(v.freshness().is_fresh(now, bound));
+        v.note_unreadable(ObjectKind::Replica, "r1");
+        assert_eq!(v.freshness().unreadable, ["replicas.longhorn.io/r1"]);
+        assert!(!v.freshness().is_fresh(now, bound));
+        v.upsert(replica("r1", "n1"), now);
+        assert!(v.freshness().is_fresh(now, bound));
+        v.note_unreadable(ObjectKind::Replica, "r2");
+        v.remove(ObjectKind::Replica, Some("longhorn-system"), "r2");
+        assert!(v.freshness().is_fresh(now, bound));
+    }
+
+    #[test]
+    fn the_view_is_as_old_as_its_least_recently_updated_kind() {
+        let t0 = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let mut v = ClusterView::new(Source::Watch);
+        for kind in ObjectKind::ALL {
+            v.replace_kind(kind, Vec::new(), t0);
+        }
+        v.mark_synced(t0);
+        // Every kind but Replica keeps receiving events; the replica watch is broken.
+        let later = t0 + std::time::Duration::from_secs(60);
+        for kind in ObjectKind::ALL.into_iter().filter(|k| *k != ObjectKind::Replica) {
+            v.touch_kind(kind, later);
+        }
+        assert_eq!(v.freshness().age(later), Some(std::time::Duration::from_secs(60)));
+        assert!(!v.freshness().is_fresh(later, std::time::Duration::from_secs(5)));
+        v.replace_kind(ObjectKind::Replica, vec![replica("r1", "n1")], later);
+        assert!(v.freshness().is_fresh(later, std::time::Duration::from_secs(5)));
     }
 
     #[test]

@@ -1,0 +1,76 @@
+//! A stale watch view plus an API server that accepts connections but never answers: the real
+//! server still answers within its deadline with the 429 "could not confirm", never an allow
+//! and never a timeout of its own (which the API server would treat as a webhook failure).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use longhorn_guard::admit::Admitter;
+use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::policy::Policy;
+use longhorn_guard::server::{Limits, Server, ServerConfig};
+use longhorn_guard::tls::TlsFiles;
+use serde_json::Value;
+use support::*;
+
+/// The fixture snapshot's objects as a watch-fed view last updated `age` ago.
+fn stale_watch_view(age: Duration) -> ClusterView {
+    let list: Value = serde_json::from_slice(&std::fs::read(SNAPSHOT).unwrap()).unwrap();
+    let objects = list["items"].as_array().unwrap().iter().filter_map(|o| {
+        let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
+        Some(Object::from_value(kind, o.clone()).unwrap())
+    });
+    ClusterView::from_objects(Source::Watch, objects, SystemTime::now() - age)
+}
+
+#[tokio::test]
+async fn hanging_api_server_gets_the_unconfirmed_429_within_the_deadline() {
+    install_provider();
+    // An "API server" that accepts TCP connections and never says a word.
+    let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let api_addr = hang.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = hang.accept().await {
+            conns.push(c);
+        }
+    });
+    let config = kube::Config::new(format!("https://{api_addr}").parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+
+    let view = SharedView::new(stale_watch_view(Duration::from_secs(120)));
+    let admitter = Admitter::new(view, Arc::new(Policy::default()), Some(confirm::confirmer(client)));
+    let certs = tempfile::tempdir().unwrap();
+    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    let limits = Limits { request_timeout: Duration::from_secs(2), ..test_limits() };
+    let server_config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsFiles::in_dir(certs.path()),
+        admitter,
+        limits,
+    };
+    let (addr, handle) = Server::bind(server_config).await.unwrap();
+    let client_cfg = client_config(&certs.path().join("ca.crt"));
+
+    let mut body: Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
+    body["request"]["name"] = "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e".into(); // node-3
+    let started = Instant::now();
+    let reply = request(addr, &client_cfg, "POST", "/validate", body.to_string().into_bytes()).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let review: Value = serde_json::from_slice(&reply.body).unwrap();
+    let response = &review["response"];
+    assert_eq!(response["allowed"], false, "{review}");
+    assert_eq!(response["status"]["code"], 429);
+    assert_eq!(response["status"]["reason"], "TooManyRequests");
+    let msg = response["status"]["message"].as_str().unwrap();
+    assert!(msg.starts_with("longhorn-guard: could not confirm that draining node-3 is safe ("), "{msg}");
+    assert!(msg.contains("did not answer within"), "{msg}");
+    assert!(took < Duration::from_secs(2), "answered after the deadline: {took:?}");
+
+    handle.shutdown();
+    assert!(handle.stopped().await);
+    held.abort();
+}
