@@ -41,3 +41,18 @@ run: build $(CERT_DIR)/tls.crt ## Serve on 127.0.0.1:8443 with the demo cluster 
 clean: ## Remove build output and generated certificates
 	$(CARGO) clean
 	rm -rf $(CERT_DIR)
+
+# --- install / e2e (docs/install.md) ---
+KUBECTL    ?= kubectl
+OUT_DIR    ?= _out
+DEV_TLS    := manifests/overlays/dev-certs/tls
+
+manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS Secret + caBundle from certs/dev)
+	mkdir -p $(DEV_TLS) $(OUT_DIR)
+	printf '*\n' > $(OUT_DIR)/.gitignore
+	cp $(CERT_DIR)/ca.crt $(CERT_DIR)/tls.crt $(CERT_DIR)/tls.key $(DEV_TLS)/
+	$(KUBECTL) kustomize manifests/overlays/dev-certs > $(OUT_DIR)/manifests.yaml
+	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
+
+e2e: build ## End-to-end suite against the cluster KUBECONFIG names (docs/install.md)
+	LONGHORN_GUARD_BIN=$(CURDIR)/$(BIN) e2e/run.sh
