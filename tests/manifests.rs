@@ -138,11 +138,14 @@ type Rule = (
     &'static str,
 );
 
+/// One expected webhook entry: (name, configuration kind, rules, failurePolicy, namespace In).
+type Expected = (&'static str, &'static str, &'static [Rule], &'static str, Option<&'static str>);
+
 #[test]
 fn each_webhook_has_its_rules_selectors_and_failure_policy() {
     let all = webhooks(&base());
     let names: BTreeSet<&str> = all.iter().map(|(_, w)| w["name"].as_str().unwrap()).collect();
-    let expected: [(&str, &str, &[Rule], &str, Option<&str>); 5] = [
+    let expected: [Expected; 5] = [
         (
             "drain-eviction.longhorn-guard.io",
             VALIDATE,
