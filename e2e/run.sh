@@ -132,9 +132,16 @@ stop_webhook() {
 		wait_for 60 no_endpoints || true
 	elif [ -n "$SERVER_PID" ]; then
 		kill "$SERVER_PID" 2>/dev/null || true
+		# SIGTERM: graceful shutdown (bounded by the server's --shutdown-grace); then SIGKILL.
+		wait_for 30 gone_pid "$SERVER_PID" || kill -9 "$SERVER_PID" 2>/dev/null || true
 		wait "$SERVER_PID" 2>/dev/null || true
 		SERVER_PID=
 	fi
+}
+gone_pid() { # exited (a zombie until `wait` reaps it counts as gone)
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	[[ $st == Z* ]]
 }
 no_endpoints() {
 	[ -z "$(k -n "$GUARD_NS" get endpoints longhorn-guard -o jsonpath='{.subsets[*].addresses[*].ip}' 2>/dev/null)" ]
