@@ -46,6 +46,7 @@ clean: ## Remove build output and generated certificates
 KUBECTL    ?= kubectl
 OUT_DIR    ?= _out
 DEV_TLS    := manifests/overlays/dev-certs/tls
+E2E_BIN    ?= $(abspath $(BIN))
 
 manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS Secret + caBundle from certs/dev)
 	mkdir -p $(DEV_TLS) $(OUT_DIR)
@@ -55,4 +56,4 @@ manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS 
 	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
 
 e2e: build ## End-to-end suite against the cluster KUBECONFIG names (docs/install.md)
-	LONGHORN_GUARD_BIN=$(CURDIR)/$(BIN) e2e/run.sh
+	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/run.sh

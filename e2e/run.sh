@@ -115,16 +115,29 @@ cleanup() {
 		k delete -f "$WORK/install.yaml" --ignore-not-found --wait=false
 	else
 		k delete -f "$ROOT/manifests/base/rbac.yaml" --ignore-not-found
-		k delete -f "$ROOT/manifests/base/namespace.yaml" --ignore-not-found --wait=false
+		delete_ns "$GUARD_NS"
 	fi
 	k -n "$LH_NS" delete serviceaccount -l "$LABEL" --ignore-not-found
 	k -n default delete serviceaccount -l "$LABEL" --ignore-not-found
 	[ "$CREATED_CRDS" = 1 ] && k delete -f "$CRDS" --ignore-not-found --wait=false
-	[ "$CREATED_LH_NS" = 1 ] && k delete namespace "$LH_NS" --ignore-not-found --wait=false
+	[ "$CREATED_LH_NS" = 1 ] && delete_ns "$LH_NS"
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# delete_ns NS: deletes a namespace this run created. A bare API server has no namespace
+# controller to finalize it (it would stay Terminating and block the next run): if no
+# controller has touched it after 20s, finalize it through the API, as that controller would.
+delete_ns() {
+	k delete namespace "$1" --ignore-not-found --wait=false
+	wait_for 20 gone get namespace "$1" && return 0
+	if [ -z "$(k get namespace "$1" -o jsonpath='{.status.conditions}' 2>/dev/null)" ]; then
+		echo "    no namespace controller: finalizing namespace $1"
+		k get namespace "$1" -o json | sed 's/"kubernetes"//' |
+			k replace --raw "/api/v1/namespaces/$1/finalize" -f - >/dev/null
+	fi
+}
 
 stop_webhook() {
 	if [ "$MODE" = in-cluster ]; then
@@ -151,8 +164,9 @@ no_endpoints() {
 log "preflight ($MODE mode)"
 command -v "$KUBECTL" >/dev/null || die "kubectl not found (set KUBECTL)"
 command -v curl >/dev/null || die "curl not found"
-k version >/dev/null 2>&1 || die "no API server reachable through KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
-k version 2>/dev/null | sed 's/^/    /'
+k api-versions >/dev/null 2>&1 || die "no API server reachable through KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
+printf '    kubectl %s, API server %s\n' "$(k version --client -o json 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)" \
+	"$(k get --raw /version 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)"
 [ -f "$CRDS" ] || die "Longhorn CRDs not found at $CRDS (set E2E_CRDS)"
 if [ "$MODE" = local ]; then
 	[ -x "$BIN" ] || die "longhorn-guard binary not found at $BIN (cargo build, or set LONGHORN_GUARD_BIN)"
@@ -286,13 +300,25 @@ run k "${DRAIN[@]}" node-3 --timeout=30s
 check "drain node-3 succeeds" all 'rc_is 0' 'has "node/node-3 drained"'
 check "the instance-manager pod on node-3 is gone" gone -n "$LH_NS" get pod "$IM3"
 
-log "make node-1 safe: the rebuilding replica of vol-degraded on node-2 becomes healthy"
+log "make node-1 safe: vol-degraded's workload moves to node-2, where its replica finishes rebuilding"
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-run k -n "$LH_NS" patch replicas.longhorn.io vol-degraded-r-7d8e9f0a --type=merge \
+lh() { k -n "$LH_NS" "$@" >/dev/null || die "setup step failed: $*"; }
+lh patch replicas.longhorn.io vol-degraded-r-7d8e9f0a --type=merge \
 	-p "{\"spec\":{\"healthyAt\":\"$now\",\"lastHealthyAt\":\"$now\",\"failedAt\":\"\"}}"
-run k -n "$LH_NS" patch engines.longhorn.io vol-degraded-e-0 --subresource=status --type=json \
-	-p '[{"op":"replace","path":"/status/replicaModeMap/vol-degraded-r-7d8e9f0a","value":"RW"},{"op":"replace","path":"/status/rebuildStatus","value":{}}]'
-run k -n "$LH_NS" patch volumes.longhorn.io vol-degraded --subresource=status --type=merge -p '{"status":{"robustness":"healthy"}}'
+lh patch engines.longhorn.io vol-degraded-e-0 --type=merge \
+	-p '{"metadata":{"labels":{"longhornnode":"node-2"}},"spec":{"nodeID":"node-2"}}'
+lh patch engines.longhorn.io vol-degraded-e-0 --subresource=status --type=merge \
+	-p "{\"status\":{\"ownerID\":\"node-2\",\"instanceManagerName\":\"$IM2\",\"replicaModeMap\":{\"vol-degraded-r-7d8e9f0a\":\"RW\"},\"rebuildStatus\":null}}"
+engine_entry=$(k -n "$LH_NS" get instancemanagers.longhorn.io "$IM1" -o jsonpath='{.status.instanceEngines.vol-degraded-e-0}')
+lh patch instancemanagers.longhorn.io "$IM1" --subresource=status --type=json \
+	-p '[{"op":"remove","path":"/status/instanceEngines/vol-degraded-e-0"}]'
+lh patch instancemanagers.longhorn.io "$IM2" --subresource=status --type=json \
+	-p "[{\"op\":\"add\",\"path\":\"/status/instanceEngines/vol-degraded-e-0\",\"value\":$engine_entry}]"
+lh patch volumes.longhorn.io vol-degraded --type=merge -p '{"spec":{"nodeID":"node-2"}}'
+lh patch volumes.longhorn.io vol-degraded --subresource=status --type=merge \
+	-p '{"status":{"currentNodeID":"node-2","ownerID":"node-2","robustness":"healthy"}}'
+run k -n "$LH_NS" get volumes.longhorn.io,engines.longhorn.io,replicas.longhorn.io -l longhornvolume=vol-degraded \
+	-o custom-columns=KIND:.kind,NAME:.metadata.name,NODE:.spec.nodeID,STATE:.status.state,ROBUSTNESS:.status.robustness,HEALTHY_AT:.spec.healthyAt,MODES:.status.replicaModeMap
 sleep 2 # watch propagation to the webhook's view
 run k "${DRAIN[@]}" node-1 --timeout=60s
 check "drain node-1 succeeds once the state is safe" all 'rc_is 0' 'has "node/node-1 drained"'
