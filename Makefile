@@ -42,6 +42,22 @@ clean: ## Remove build output and generated certificates
 	$(CARGO) clean
 	rm -rf $(CERT_DIR)
 
+# `longhorn-guard lint` exits 0 (warnings only), 1 (deny-level findings) or 2 (unreadable
+# input). Each run below checks for the exit status the samples are meant to give, so exit 1
+# with the deny policy and exit 2 on the malformed samples are expected, not failures.
+lint-example: build ## Lint the shipped samples in examples/lint (warn, deny and malformed runs)
+	@echo '$$ longhorn-guard lint examples/lint/manifests'
+	@$(BIN) lint examples/lint/manifests; rc=$$?; echo "[exit $$rc; 0 expected: warnings only]"; test $$rc -eq 0
+	@echo
+	@echo '$$ longhorn-guard lint --policy examples/lint/policy-deny.yaml examples/lint/manifests'
+	@$(BIN) lint --policy examples/lint/policy-deny.yaml examples/lint/manifests; rc=$$?; echo "[exit $$rc; 1 expected: deny-level findings]"; test $$rc -eq 1
+	@echo
+	@echo '$$ longhorn-guard lint examples/lint/malformed'
+	@$(BIN) lint examples/lint/malformed; rc=$$?; echo "[exit $$rc; 2 expected: unreadable input]"; test $$rc -eq 2
+
+bench: ## Decision latency and view memory on a synthetic cluster (release build)
+	$(CARGO) bench --locked --bench decide
+
 # --- install / e2e (docs/install.md) ---
 KUBECTL    ?= kubectl
 OUT_DIR    ?= _out

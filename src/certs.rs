@@ -1,7 +1,24 @@
 //! `longhorn-guard certs`: a self-signed CA and a serving certificate signed by it (rcgen).
+//!
+//! Files written into `--out`: `ca.crt`, `ca.key` (the CA, valid [`CA_VALIDITY_DAYS`]),
+//! `tls.crt`, `tls.key` (the serving certificate, valid [`LEAF_VALIDITY_DAYS`]). Keys are
+//! written with mode 0600, every file through a temporary file and a rename so a server
+//! polling the directory never reads half a file.
 
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+    KeyPair, KeyUsagePurpose,
+};
+
+/// Validity of the CA certificate: 10 years.
+pub const CA_VALIDITY_DAYS: i64 = 3650;
+/// Validity of the serving certificate: 1 year.
+pub const LEAF_VALIDITY_DAYS: i64 = 365;
 
 /// Arguments of `longhorn-guard certs`.
 #[derive(Debug, clap::Args)]
@@ -23,7 +40,248 @@ pub struct CertsArgs {
     pub rotate_ca: bool,
 }
 
-pub fn run(_args: CertsArgs) -> ExitCode {
-    eprintln!("longhorn-guard certs: not built yet");
-    ExitCode::from(2)
+/// Options of [`generate`] (the library form of [`CertsArgs`]).
+#[derive(Clone, Debug)]
+pub struct CertsOptions {
+    pub out: PathBuf,
+    pub service: String,
+    pub namespace: String,
+    pub ips: Vec<IpAddr>,
+    pub rotate_ca: bool,
+}
+
+impl From<&CertsArgs> for CertsOptions {
+    fn from(a: &CertsArgs) -> Self {
+        Self {
+            out: a.out.clone(),
+            service: a.service.clone(),
+            namespace: a.namespace.clone(),
+            ips: a.ips.clone(),
+            rotate_ca: a.rotate_ca,
+        }
+    }
+}
+
+impl CertsOptions {
+    /// Options with the default service and namespace (`longhorn-guard`) writing into `out`.
+    pub fn new(out: impl Into<PathBuf>) -> Self {
+        Self {
+            out: out.into(),
+            service: "longhorn-guard".into(),
+            namespace: "longhorn-guard".into(),
+            ips: Vec::new(),
+            rotate_ca: false,
+        }
+    }
+}
+
+/// Why certificates could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CertsError {
+    #[error("{path}: cannot create the directory: {source}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: cannot write: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: not a usable CA {what}: {message}; fix or remove it, or pass --rotate-ca to replace the CA"
+    )]
+    BadCa { path: PathBuf, what: &'static str, message: String },
+    #[error("{present} exists but {missing} does not; restore it, or pass --rotate-ca to replace the CA")]
+    HalfCa { present: PathBuf, missing: PathBuf },
+    #[error("invalid subject alternative name {name:?}: {message}")]
+    BadName { name: String, message: String },
+    #[error("cannot generate the {what}: {message}")]
+    Generate { what: &'static str, message: String },
+}
+
+/// What [`generate`] wrote.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub ca_cert: PathBuf,
+    pub ca_key: PathBuf,
+    pub tls_cert: PathBuf,
+    pub tls_key: PathBuf,
+    /// True when an existing CA was kept, false when a new one was created.
+    pub ca_reused: bool,
+    /// The serving certificate's subject alternative names, in order.
+    pub sans: Vec<String>,
+}
+
+/// The subject alternative names of the serving certificate for these options.
+pub fn subject_alt_names(opts: &CertsOptions) -> Vec<String> {
+    let (s, ns) = (&opts.service, &opts.namespace);
+    let mut names = vec![
+        s.clone(),
+        format!("{s}.{ns}"),
+        format!("{s}.{ns}.svc"),
+        format!("{s}.{ns}.svc.cluster.local"),
+        "localhost".to_string(),
+        IpAddr::V4(Ipv4Addr::LOCALHOST).to_string(),
+    ];
+    for ip in &opts.ips {
+        let ip = ip.to_string();
+        if !names.contains(&ip) {
+            names.push(ip);
+        }
+    }
+    names
+}
+
+/// Writes (or re-issues) the CA and serving certificate into `opts.out`.
+pub fn generate(opts: &CertsOptions) -> Result<Generated, CertsError> {
+    let dir = &opts.out;
+    std::fs::create_dir_all(dir).map_err(|source| CertsError::CreateDir { path: dir.clone(), source })?;
+    let ca_cert_path = dir.join("ca.crt");
+    let ca_key_path = dir.join("ca.key");
+    let tls_cert_path = dir.join("tls.crt");
+    let tls_key_path = dir.join("tls.key");
+
+    let existing = if opts.rotate_ca { None } else { load_ca(&ca_cert_path, &ca_key_path)? };
+    let ca_reused = existing.is_some();
+    let (ca_pem, ca_key) = match existing {
+        Some(found) => found,
+        None => {
+            let key = KeyPair::generate().map_err(|e| gen_err("CA key", e))?;
+            let cert = ca_params().self_signed(&key).map_err(|e| gen_err("CA certificate", e))?;
+            (cert.pem(), key)
+        }
+    };
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, &ca_key).map_err(|e| CertsError::BadCa {
+        path: ca_cert_path.clone(),
+        what: "certificate",
+        message: e.to_string(),
+    })?;
+
+    let sans = subject_alt_names(opts);
+    let mut params = CertificateParams::new(sans.clone())
+        .map_err(|e| CertsError::BadName { name: sans.join(","), message: e.to_string() })?;
+    params.distinguished_name = dn(&format!("{}.{}.svc", opts.service, opts.namespace));
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(5);
+    params.not_after = now + time::Duration::days(LEAF_VALIDITY_DAYS);
+    params.is_ca = IsCa::ExplicitNoCa;
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    let leaf_key = KeyPair::generate().map_err(|e| gen_err("serving key", e))?;
+    let leaf = params.signed_by(&leaf_key, &issuer).map_err(|e| gen_err("serving certificate", e))?;
+
+    if !ca_reused {
+        write_atomic(&ca_key_path, ca_key.serialize_pem().as_bytes(), 0o600)?;
+        write_atomic(&ca_cert_path, ca_pem.as_bytes(), 0o644)?;
+    }
+    // Key first, then certificate: a reloading server only swaps once the pair matches.
+    write_atomic(&tls_key_path, leaf_key.serialize_pem().as_bytes(), 0o600)?;
+    write_atomic(&tls_cert_path, leaf.pem().as_bytes(), 0o644)?;
+
+    Ok(Generated {
+        ca_cert: ca_cert_path,
+        ca_key: ca_key_path,
+        tls_cert: tls_cert_path,
+        tls_key: tls_key_path,
+        ca_reused,
+        sans,
+    })
+}
+
+fn ca_params() -> CertificateParams {
+    let mut params = CertificateParams::default();
+    params.distinguished_name = dn("longhorn-guard CA");
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::minutes(5);
+    params.not_after = now + time::Duration::days(CA_VALIDITY_DAYS);
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    params
+}
+
+fn dn(common_name: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::OrganizationName, "longhorn-guard");
+    dn.push(DnType::CommonName, common_name);
+    dn
+}
+
+/// The existing CA (PEM certificate and key), `None` when neither file exists.
+fn load_ca(cert: &Path, key: &Path) -> Result<Option<(String, KeyPair)>, CertsError> {
+    match (cert.exists(), key.exists()) {
+        (false, false) => return Ok(None),
+        (true, false) => return Err(CertsError::HalfCa { present: cert.into(), missing: key.into() }),
+        (false, true) => return Err(CertsError::HalfCa { present: key.into(), missing: cert.into() }),
+        (true, true) => {}
+    }
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|source| CertsError::Read { path: p.to_path_buf(), source })
+    };
+    let cert_pem = read(cert)?;
+    let key_pem = read(key)?;
+    let key_pair = KeyPair::from_pem(&key_pem).map_err(|e| CertsError::BadCa {
+        path: key.to_path_buf(),
+        what: "key",
+        message: e.to_string(),
+    })?;
+    // Parse now so a broken certificate is reported against its own path.
+    Issuer::from_ca_cert_pem(&cert_pem, &key_pair).map_err(|e| CertsError::BadCa {
+        path: cert.to_path_buf(),
+        what: "certificate",
+        message: e.to_string(),
+    })?;
+    Ok(Some((cert_pem, key_pair)))
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory (created with
+/// `mode`) and a rename, so readers see either the old or the new content.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CertsError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let err = |source| CertsError::Write { path: path.to_path_buf(), source };
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(err)
+}
+
+fn gen_err(what: &'static str, e: rcgen::Error) -> CertsError {
+    CertsError::Generate { what, message: e.to_string() }
+}
+
+/// The CLI edge: exit 0 on success, 1 on any error (reason on stderr).
+pub fn run(args: CertsArgs) -> ExitCode {
+    match generate(&CertsOptions::from(&args)) {
+        Ok(g) => {
+            let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
+            println!("{}: {ca}; issued a serving certificate for {}", args.out.display(), g.sans.join(", "));
+            println!("  CA certificate (caBundle): {}", g.ca_cert.display());
+            println!("  serving certificate:       {}", g.tls_cert.display());
+            println!("  serving key:               {}", g.tls_key.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("longhorn-guard certs: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

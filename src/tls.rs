@@ -1,2 +1,240 @@
 //! TLS for the server: rustls configuration with a certificate resolver that reloads the
 //! key pair from disk when it changes.
+//!
+//! The resolver hands every handshake the current `Arc<CertifiedKey>`; a reload swaps that
+//! `Arc` under a short write lock, so connections already established keep their session and
+//! new ones get the new pair. Changes are found by polling: the files are re-read every
+//! interval and compared byte for byte with what was last loaded. Polling also catches a
+//! Kubernetes Secret volume update, which swaps the `..data` symlink atomically without any
+//! write to the file the server opened. A pair that does not parse, or whose key does not
+//! match its certificate (for example half-way through an in-place rewrite), is logged and
+//! counted; the previous pair keeps serving.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// Why a certificate/key pair could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: no PEM CERTIFICATE block found")]
+    NoCertificate { path: PathBuf },
+    #[error("{path}: no PEM private key found")]
+    NoKey { path: PathBuf },
+    #[error("{path}: not valid PEM: {message}")]
+    Pem { path: PathBuf, message: String },
+    #[error("{key} does not fit {cert}: {message}")]
+    Pair { cert: PathBuf, key: PathBuf, message: String },
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// Paths of the serving certificate (PEM chain, leaf first) and its private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// `tls.crt` and `tls.key` in `dir` (the layout of a Kubernetes TLS Secret volume).
+    pub fn in_dir(dir: &Path) -> Self {
+        Self { cert: dir.join("tls.crt"), key: dir.join("tls.key") }
+    }
+}
+
+/// Counts of reload attempts, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct ReloadStats {
+    pub success: AtomicU64,
+    pub error: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    key: Arc<CertifiedKey>,
+    /// The bytes of the pair last looked at (loaded or rejected), to skip unchanged files.
+    seen: (Vec<u8>, Vec<u8>),
+}
+
+/// A [`ResolvesServerCert`] serving the current pair from [`TlsFiles`], reloadable.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    files: TlsFiles,
+    provider: Arc<CryptoProvider>,
+    state: RwLock<Loaded>,
+    pub stats: ReloadStats,
+}
+
+impl ReloadingCert {
+    /// Loads the pair once; an error here is fatal to the caller (nothing to serve yet).
+    pub fn load(files: TlsFiles, provider: Arc<CryptoProvider>) -> Result<Self, TlsError> {
+        let (cert_bytes, key_bytes) = read_pair(&files)?;
+        let key = parse_pair(&files, &cert_bytes, &key_bytes, &provider)?;
+        Ok(Self {
+            files,
+            provider,
+            state: RwLock::new(Loaded { key: Arc::new(key), seen: (cert_bytes, key_bytes) }),
+            stats: ReloadStats::default(),
+        })
+    }
+
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+
+    /// The pair currently served.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).key.clone()
+    }
+
+    /// Re-reads the files and swaps the served pair when they changed and parse.
+    /// Returns `Ok(true)` after a swap, `Ok(false)` when nothing changed, `Err` when the new
+    /// files are unusable (the old pair is kept and the same bytes are not retried).
+    pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
+        let (cert_bytes, key_bytes) = match read_pair(&self.files) {
+            Ok(b) => b,
+            Err(e) => {
+                // Missing during a swap, or really gone: keep serving, count, report.
+                self.stats.error.fetch_add(1, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        {
+            let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+            if state.seen.0 == cert_bytes && state.seen.1 == key_bytes {
+                return Ok(false);
+            }
+        }
+        let parsed = parse_pair(&self.files, &cert_bytes, &key_bytes, &self.provider);
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        state.seen = (cert_bytes, key_bytes);
+        match parsed {
+            Ok(key) => {
+                state.key = Arc::new(key);
+                self.stats.success.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Err(e) => {
+                self.stats.error.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    /// Polls the files every `interval` until `shutdown` resolves, logging each outcome.
+    pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = tick.tick() => {}
+            }
+            let this = self.clone();
+            match tokio::task::spawn_blocking(move || this.reload_if_changed()).await {
+                Ok(Ok(true)) => tracing::info!(
+                    cert = %self.files.cert.display(),
+                    key = %self.files.key.display(),
+                    "reloaded the serving certificate"
+                ),
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => tracing::warn!(
+                    error = %e,
+                    "cannot reload the serving certificate; still serving the previous one"
+                ),
+                Err(e) => tracing::warn!(error = %e, "certificate reload task failed"),
+            }
+        }
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// A rustls server configuration: TLS 1.2 and 1.3 only, ALPN `http/1.1`, no client auth,
+/// certificates from `resolver`.
+pub fn server_config(resolver: Arc<ReloadingCert>) -> Result<rustls::ServerConfig, TlsError> {
+    let provider = resolver.provider.clone();
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Config(e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The ring crypto provider used throughout.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read_pair(files: &TlsFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
+    let read = |p: &Path| std::fs::read(p).map_err(|source| TlsError::Read { path: p.to_path_buf(), source });
+    Ok((read(&files.cert)?, read(&files.key)?))
+}
+
+fn parse_pair(
+    files: &TlsFiles,
+    cert_bytes: &[u8],
+    key_bytes: &[u8],
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, TlsError> {
+    let certs = rustls_pemfile::certs(&mut &cert_bytes[..])
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem { path: files.cert.clone(), message: e.to_string() })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate { path: files.cert.clone() });
+    }
+    let key = rustls_pemfile::private_key(&mut &key_bytes[..])
+        .map_err(|e| TlsError::Pem { path: files.key.clone(), message: e.to_string() })?
+        .ok_or_else(|| TlsError::NoKey { path: files.key.clone() })?;
+    CertifiedKey::from_der(certs, key, provider).map_err(|e| TlsError::Pair {
+        cert: files.cert.clone(),
+        key: files.key.clone(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_old_pair_on_bad_files_and_swaps_on_good_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
+        let files = TlsFiles::in_dir(dir.path());
+        let r = ReloadingCert::load(files.clone(), provider()).unwrap();
+        let first = r.current().cert[0].clone();
+        assert!(!r.reload_if_changed().unwrap());
+
+        std::fs::write(&files.cert, b"not a certificate").unwrap();
+        assert!(r.reload_if_changed().is_err());
+        assert_eq!(r.current().cert[0], first);
+        // Same broken bytes: not retried.
+        assert!(!r.reload_if_changed().unwrap());
+
+        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
+        assert!(r.reload_if_changed().unwrap());
+        assert_ne!(r.current().cert[0], first);
+        assert_eq!(r.stats.success.load(Ordering::Relaxed), 1);
+        assert_eq!(r.stats.error.load(Ordering::Relaxed), 1);
+    }
+}

@@ -261,6 +261,40 @@ impl ClusterView {
         }
     }
 
+    /// Replaces every object of `kind` with `objects` (a watch's completed (re)list): objects
+    /// absent from the new list are removed, the rest upserted, so rebuild progress marks of
+    /// engines that are still there survive the relist.
+    pub fn replace_kind(&mut self, kind: ObjectKind, objects: Vec<Object>, now: SystemTime) {
+        let keep: std::collections::HashSet<(String, String)> = objects
+            .iter()
+            .map(|o| (o.metadata().namespace.clone().unwrap_or_default(), o.name().to_string()))
+            .collect();
+        let existing: Vec<(String, String)> = match kind {
+            ObjectKind::Pod => self.pods.keys().cloned().collect(),
+            ObjectKind::Node => self.nodes.keys().map(|n| (String::new(), n.clone())).collect(),
+            ObjectKind::StorageClass => {
+                self.storage_classes.keys().map(|n| (String::new(), n.clone())).collect()
+            }
+            ObjectKind::Volume => self.volumes.values().map(|o| key_of(&o.metadata)).collect(),
+            ObjectKind::Replica => self.replicas.values().map(|o| key_of(&o.metadata)).collect(),
+            ObjectKind::Engine => self.engines.values().map(|o| key_of(&o.metadata)).collect(),
+            ObjectKind::LonghornNode => self.longhorn_nodes.values().map(|o| key_of(&o.metadata)).collect(),
+            ObjectKind::Setting => self.settings.values().map(|o| key_of(&o.metadata)).collect(),
+            ObjectKind::InstanceManager => {
+                self.instance_managers.values().map(|o| key_of(&o.metadata)).collect()
+            }
+        };
+        for (ns, name) in existing {
+            if !keep.contains(&(ns.clone(), name.clone())) {
+                self.remove(kind, Some(&ns), &name);
+            }
+        }
+        for o in objects {
+            self.upsert(o, now);
+        }
+        self.touch(now);
+    }
+
     /// Records that the view holds a complete initial list of every kind.
     pub fn mark_synced(&mut self, now: SystemTime) {
         self.freshness.synced = true;
@@ -359,6 +393,11 @@ impl ClusterView {
             .or_else(|| self.engines_of_volume(volume).next())
     }
 
+    /// Every engine (for metrics such as stalled rebuilds; not for request paths).
+    pub fn engines(&self) -> impl Iterator<Item = &Engine> {
+        self.engines.values()
+    }
+
     /// Engines whose node is `node`, in name order.
     pub fn engines_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Engine> + 'a {
         iter_index(&self.engines_by_node, node).filter_map(|n| self.engines.get(n))
@@ -410,6 +449,10 @@ impl ClusterView {
             (ObjectKind::InstanceManager, self.instance_managers.len()),
         ]
     }
+}
+
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
+    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
 }
 
 fn add(index: &mut Index, key: &str, name: &str) {

@@ -1,17 +1,188 @@
 //! The init gate: instance-manager pods that request the Multus storage network get an init
 //! container that waits for it (see `longhorn-guard gate`).
+//!
+//! The patch only appends: one init container and one downward-API volume. It never touches
+//! `containers[0]`, the `k8s.v1.cni.cncf.io/networks` annotation or anything else Longhorn
+//! compares to decide whether to recreate the pod (docs/init-gate.md).
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use serde_json::{json, Value};
 
 use crate::admission::AdmissionRequest;
 use crate::cluster::ClusterView;
 use crate::decision::Decision;
-use crate::policy::{Policy, RuleError};
+use crate::gate::status::{format_networks, parse_networks, NETWORKS_ANNOTATION};
+use crate::gate::DEFAULT_ANNOTATIONS_FILE;
+use crate::policy::{object, Policy, RuleError};
+
+/// The namespace Longhorn runs in.
+pub const LONGHORN_NAMESPACE: &str = "longhorn-system";
+/// Name of the injected init container; its presence makes the mutation a no-op.
+pub const GATE_CONTAINER: &str = "longhorn-guard-gate";
+/// Name of the injected downward-API volume.
+pub const PODINFO_VOLUME: &str = "longhorn-guard-podinfo";
+/// Where the injected volume is mounted (the annotations file is `annotations` inside it).
+pub const PODINFO_DIR: &str = "/etc/longhorn-guard/podinfo";
+/// The binary's path in the longhorn-guard image.
+pub const GATE_BINARY: &str = "/usr/local/bin/longhorn-guard";
+/// Where the kubelet mounts the service-account token.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Decides the patch for one Pod CREATE.
 pub fn mutate_pod(
-    _req: &AdmissionRequest,
+    req: &AdmissionRequest,
     _view: &ClusterView,
-    _policy: &Policy,
+    policy: &Policy,
 ) -> Result<Decision, RuleError> {
-    // Filled in by the init-gate work (issue 5).
-    Ok(Decision::allow())
+    if !policy.gate.enabled {
+        return Ok(Decision::allow());
+    }
+    let pod = object(req)?;
+    let meta = &pod["metadata"];
+    let namespace = match req.namespace() {
+        "" => meta["namespace"].as_str().unwrap_or_default(),
+        ns => ns,
+    };
+    if namespace != LONGHORN_NAMESPACE
+        || meta["labels"]["longhorn.io/component"].as_str() != Some("instance-manager")
+    {
+        return Ok(Decision::allow());
+    }
+    let Some(annotation) = meta["annotations"][NETWORKS_ANNOTATION].as_str() else {
+        return Ok(Decision::allow());
+    };
+    let networks = match parse_networks(annotation, Some(namespace)) {
+        Ok(n) if n.is_empty() => return Ok(Decision::allow()),
+        Ok(n) => n,
+        Err(e) => {
+            return Ok(Decision::allow().rule("init-gate").with_warning(format!(
+                "longhorn-guard: no init gate added: {NETWORKS_ANNOTATION} is unreadable: {e}"
+            )));
+        }
+    };
+    let spec = &pod["spec"];
+    if !spec.is_object() {
+        return Ok(Decision::allow()
+            .rule("init-gate")
+            .with_warning("longhorn-guard: no init gate added: the pod has no spec object"));
+    }
+    let init = &spec["initContainers"];
+    let volumes = &spec["volumes"];
+    for (field, v) in [("spec.initContainers", init), ("spec.volumes", volumes)] {
+        if !v.is_null() && !v.is_array() {
+            return Ok(Decision::allow()
+                .rule("init-gate")
+                .with_warning(format!("longhorn-guard: no init gate added: {field} is not a list")));
+        }
+    }
+    let has_named = |list: &Value, name: &str| {
+        list.as_array().is_some_and(|items| items.iter().any(|c| c["name"].as_str() == Some(name)))
+    };
+    if has_named(init, GATE_CONTAINER) {
+        return Ok(Decision::allow());
+    }
+
+    let mut mounts = vec![json!({ "name": PODINFO_VOLUME, "mountPath": PODINFO_DIR, "readOnly": true })];
+    if let Some(sa) = service_account_mount(spec) {
+        mounts.push(sa);
+    }
+    let container = json!({
+        "name": GATE_CONTAINER,
+        "image": policy.gate.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": [GATE_BINARY],
+        "args": [
+            "gate",
+            "--networks", format_networks(&networks),
+            "--timeout", duration_text(policy.gate.timeout),
+            "--annotations-file", DEFAULT_ANNOTATIONS_FILE,
+        ],
+        "env": [
+            { "name": "POD_NAME", "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "metadata.name" } } },
+            { "name": "POD_NAMESPACE", "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "metadata.namespace" } } },
+            { "name": "NO_COLOR", "value": "1" },
+        ],
+        "resources": {
+            "requests": { "cpu": "10m", "memory": "16Mi" },
+            "limits": { "cpu": "100m", "memory": "64Mi" },
+        },
+        "securityContext": {
+            "runAsNonRoot": true,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "readOnlyRootFilesystem": true,
+            "allowPrivilegeEscalation": false,
+            "privileged": false,
+            "capabilities": { "drop": ["ALL"] },
+            "seccompProfile": { "type": "RuntimeDefault" },
+        },
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    });
+    let volume = json!({
+        "name": PODINFO_VOLUME,
+        "downwardAPI": {
+            "items": [{ "path": "annotations", "fieldRef": { "apiVersion": "v1", "fieldPath": "metadata.annotations" } }],
+        },
+    });
+
+    let mut ops = vec![append(init, "initContainers", container)];
+    if !has_named(volumes, PODINFO_VOLUME) {
+        ops.push(append(volumes, "volumes", volume));
+    }
+    Ok(Decision::patched(Patch(ops)).rule("init-gate"))
+}
+
+/// A duration as `--timeout` takes it: `1m`, `1m30s`, `500ms`.
+fn duration_text(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string().replace(' ', "")
+}
+
+/// `add /spec/<field>/-` to an existing list, or `add /spec/<field>` with a new one-item list.
+fn append(existing: &Value, field: &str, item: Value) -> PatchOperation {
+    let (path, value) = if existing.is_array() {
+        (PointerBuf::from_tokens(["spec", field, "-"]), item)
+    } else {
+        (PointerBuf::from_tokens(["spec", field]), Value::Array(vec![item]))
+    };
+    PatchOperation::Add(AddOperation { path, value })
+}
+
+/// The service-account token mount the ServiceAccount admission plugin gave the pod's
+/// containers (it ran before the webhooks, so the gate does not get one by itself). Copied so
+/// the gate can GET its own pod; absent when `automountServiceAccountToken` is false.
+fn service_account_mount(spec: &Value) -> Option<Value> {
+    spec["containers"].as_array()?.iter().find_map(|c| {
+        c["volumeMounts"].as_array()?.iter().find_map(|m| {
+            let name = m["name"].as_str()?;
+            (m["mountPath"].as_str() == Some(SERVICE_ACCOUNT_DIR))
+                .then(|| json!({ "name": name, "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": true }))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_text_parses_back() {
+        for secs in [1, 60, 90, 3600] {
+            let d = std::time::Duration::from_secs(secs);
+            assert_eq!(crate::policy::duration::parse(&duration_text(d)).unwrap(), d);
+        }
+        let d = std::time::Duration::from_millis(1500);
+        assert_eq!(duration_text(d), "1s500ms");
+        assert_eq!(crate::policy::duration::parse(&duration_text(d)).unwrap(), d);
+    }
+
+    #[test]
+    fn pointer_paths() {
+        let op = append(&json!([]), "initContainers", json!({}));
+        assert_eq!(serde_json::to_value(&op).unwrap()["path"], "/spec/initContainers/-");
+        let op = append(&Value::Null, "volumes", json!({"a": 1}));
+        let v = serde_json::to_value(&op).unwrap();
+        assert_eq!((v["path"].as_str(), &v["value"]), (Some("/spec/volumes"), &json!([{"a": 1}])));
+    }
 }

@@ -1,48 +1,267 @@
 //! The drain guard: evictions of instance-manager pods, node deletions and cordons.
+//!
+//! All three read the same [`analyze_node`] result (as does `longhorn-guard check drain`),
+//! so a denial, a cordon warning and the preflight report always say the same thing.
+
+mod analysis;
+mod message;
 
 use std::time::SystemTime;
 
+pub use analysis::{
+    analyze_node, analyze_node_with, carries_data, format_time, override_reason, stalled_rebuilds,
+    NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, ALLOW_DRAIN_ANNOTATION,
+};
+pub use message::{deny_message, reason_for, warning_lines};
+
 use crate::admission::AdmissionRequest;
-use crate::cluster::ClusterView;
-use crate::decision::Decision;
-use crate::policy::{Policy, RuleError};
+use crate::cluster::{ClusterView, Node, Source, LONGHORN_NAMESPACE};
+use crate::decision::{clip, Decision, Details, MAX_WARNING_LEN};
+use crate::policy::{object, old_object, typed, DrainAction, Policy, RuleError};
+
+/// What is being done to the node, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Act {
+    /// An instance-manager pod eviction (`kubectl drain`).
+    Drain,
+    /// Deleting the Kubernetes Node object.
+    Delete,
+}
+
+impl Act {
+    fn phrase(self, node: &str) -> String {
+        match self {
+            Self::Drain => format!("draining {node}"),
+            Self::Delete => format!("deleting node {node}"),
+        }
+    }
+
+    fn rule(self) -> &'static str {
+        match self {
+            Self::Drain => "drain",
+            Self::Delete => "node-delete",
+        }
+    }
+}
+
+/// A denial with `drain.denyCode` and its matching reason.
+fn deny(policy: &Policy, message: String) -> Decision {
+    let code = policy.drain.deny_code;
+    Decision::deny(code, reason_for(code), message)
+}
 
 /// `pods/eviction` CREATE.
+///
+/// Pods outside `longhorn-system`, and pods there that are not instance managers, are
+/// allowed at once. An instance-manager pod is decided by [`analyze_node`] for its node.
+/// A `longhorn-system` pod missing from the view is looked up as an InstanceManager of the
+/// same name (Longhorn names the pod after it); failing that, a name starting with
+/// `instance-manager` is denied as "not in the view yet, retry" and any other name is
+/// allowed (Longhorn names every instance-manager pod `instance-manager-*`).
 pub fn eviction(
-    _req: &AdmissionRequest,
-    _view: &ClusterView,
-    _policy: &Policy,
-    _now: SystemTime,
+    req: &AdmissionRequest,
+    view: &ClusterView,
+    policy: &Policy,
+    now: SystemTime,
 ) -> Result<Decision, RuleError> {
-    Ok(Decision::allow())
+    if policy.drain.action == DrainAction::Off {
+        return Ok(Decision::allow().rule("drain"));
+    }
+    let (ns, name) = (req.namespace(), req.name());
+    if name.is_empty() {
+        return Err(RuleError::Missing { field: "name" });
+    }
+    if ns != LONGHORN_NAMESPACE {
+        return Ok(Decision::allow());
+    }
+    let node = match view.pod(ns, name) {
+        Some(pod) if !pod.is_instance_manager() => return Ok(Decision::allow()),
+        Some(pod) => match pod.node() {
+            Some(n) => n.to_string(),
+            None => {
+                return Ok(Decision::warn(vec![format!(
+                    "longhorn-guard: instance-manager pod {ns}/{name} has no node; nothing runs in it"
+                )])
+                .rule("drain"))
+            }
+        },
+        None => {
+            match view.instance_manager(name).map(|im| im.spec.node_id.as_str()).filter(|n| !n.is_empty()) {
+                Some(n) => n.to_string(),
+                None if name.starts_with("instance-manager") => {
+                    return Ok(unknown_pod(view, ns, name, policy))
+                }
+                None => return Ok(Decision::allow()),
+            }
+        }
+    };
+    Ok(guard(view, &node, policy, now, Act::Drain, None))
 }
 
-/// Core `nodes` DELETE.
+/// The answer for a `longhorn-system` pod named like an instance manager that the view
+/// does not hold: never an allow in `enforce` mode.
+fn unknown_pod(view: &ClusterView, ns: &str, name: &str, policy: &Policy) -> Decision {
+    let where_ = match &view.freshness().source {
+        Source::Snapshot(path) => format!("is not in the snapshot {path}"),
+        _ if !view.freshness().synced => {
+            "is not in longhorn-guard's view yet (its watches are still syncing)".into()
+        }
+        _ => "is not in longhorn-guard's view yet".into(),
+    };
+    let msg = format!(
+        "longhorn-guard: pod {ns}/{name} {where_}; it may be an instance manager, so its eviction waits; retry in a few seconds"
+    );
+    let d = match policy.drain.action {
+        DrainAction::Enforce => deny(policy, msg),
+        _ => Decision::warn(vec![clip(&msg, MAX_WARNING_LEN)]),
+    };
+    d.rule("drain")
+}
+
+/// Decides an operation that takes away every instance on `node`.
+fn guard(
+    view: &ClusterView,
+    node: &str,
+    policy: &Policy,
+    now: SystemTime,
+    act: Act,
+    node_override: Option<String>,
+) -> Decision {
+    let node_override = node_override.or_else(|| view.node(node).and_then(|n| override_reason(&n.metadata)));
+    let analysis = analyze_node_with(view, node, policy, now, node_override);
+    let blocking: Vec<&VolumeReport> = analysis.blocking().collect();
+    let overridden: Vec<&VolumeReport> = analysis.overridden().collect();
+    let mut details = Details { node: Some(node.to_string()), ..Details::default() };
+
+    let mut d = if !blocking.is_empty() {
+        details.volumes = blocking.iter().map(|v| v.volume.clone()).collect();
+        match policy.drain.action {
+            DrainAction::Enforce => deny(policy, deny_message(&act.phrase(node), node, &blocking, policy)),
+            _ => {
+                let head = format!(
+                    "longhorn-guard: {} would strand {} (drain.action is warn, so it is allowed):",
+                    act.phrase(node),
+                    message::volumes(blocking.len())
+                );
+                Decision::warn(warning_lines(head, node, &blocking, policy))
+            }
+        }
+    } else {
+        let mut d = Decision::allow();
+        if !overridden.is_empty() {
+            details.volumes = overridden.iter().map(|v| v.volume.clone()).collect();
+            let mut bys: Vec<&str> = overridden.iter().filter_map(|v| v.overridden.as_deref()).collect();
+            bys.dedup();
+            details.overridden = Some(bys.join("; "));
+            let head = format!(
+                "longhorn-guard: {} would strand {}; allowed by override ({})",
+                act.phrase(node),
+                message::volumes(overridden.len()),
+                bys.join("; ")
+            );
+            d.warnings = warning_lines(head, node, &overridden, policy);
+        }
+        if policy.drain.action == DrainAction::Enforce
+            && !view.freshness().is_fresh(now, policy.drain.max_view_age)
+        {
+            d.confirm_node = Some(node.to_string());
+        }
+        d
+    };
+    d.details = details;
+    d.rule(act.rule())
+}
+
+/// Core `nodes` DELETE: the node is in `oldObject` (`object` is null).
+///
+/// Denied like an eviction when it would strand data. When it is allowed but the node still
+/// holds Longhorn replicas, a warning says so: replicas left on a deleted node keep later
+/// drains of other nodes from finishing under Longhorn's own rule (Longhorn #10833).
 pub fn node_delete(
-    _req: &AdmissionRequest,
-    _view: &ClusterView,
-    _policy: &Policy,
-    _now: SystemTime,
+    req: &AdmissionRequest,
+    view: &ClusterView,
+    policy: &Policy,
+    now: SystemTime,
 ) -> Result<Decision, RuleError> {
-    Ok(Decision::allow())
+    if policy.drain.action == DrainAction::Off {
+        return Ok(Decision::allow().rule("node-delete"));
+    }
+    let old: Node = typed("oldObject", old_object(req)?)?;
+    let name = match req.name() {
+        "" => old.metadata.name.clone().unwrap_or_default(),
+        n => n.to_string(),
+    };
+    if name.is_empty() {
+        return Err(RuleError::Missing { field: "name" });
+    }
+    let mut d = guard(view, &name, policy, now, Act::Delete, override_reason(&old.metadata));
+    if d.allowed {
+        let left = view.replicas_on_node(&name).count();
+        if left > 0 {
+            let what = if left == 1 {
+                "1 Longhorn replica".to_string()
+            } else {
+                format!("{left} Longhorn replicas")
+            };
+            d.warnings.push(clip(
+                &format!(
+                    "longhorn-guard: {name} still holds {what}; delete them or later drains may hang (Longhorn #10833)"
+                ),
+                MAX_WARNING_LEN,
+            ));
+        }
+    }
+    Ok(d)
 }
 
-/// Core `nodes` UPDATE (cordon warnings).
+/// Core `nodes` UPDATE. Only a cordon (`spec.unschedulable` turning true) is looked at, and
+/// never denied: it is allowed with warnings that list what a drain will wait for.
 pub fn node_update(
-    _req: &AdmissionRequest,
-    _view: &ClusterView,
-    _policy: &Policy,
-    _now: SystemTime,
+    req: &AdmissionRequest,
+    view: &ClusterView,
+    policy: &Policy,
+    now: SystemTime,
 ) -> Result<Decision, RuleError> {
-    Ok(Decision::allow())
+    if policy.drain.action == DrainAction::Off {
+        return Ok(Decision::allow());
+    }
+    let new: Node = typed("object", object(req)?)?;
+    let old: Node = typed("oldObject", old_object(req)?)?;
+    let cordon = new.spec.unschedulable == Some(true) && old.spec.unschedulable != Some(true);
+    if !cordon {
+        return Ok(Decision::allow());
+    }
+    let name = match req.name() {
+        "" => new.metadata.name.clone().unwrap_or_default(),
+        n => n.to_string(),
+    };
+    if name.is_empty() {
+        return Err(RuleError::Missing { field: "name" });
+    }
+    let node_override = override_reason(&new.metadata);
+    let analysis = analyze_node_with(view, &name, policy, now, node_override);
+    let blocking: Vec<&VolumeReport> = analysis.blocking().collect();
+    let mut d = Decision::allow().rule("cordon");
+    d.details.node = Some(name.clone());
+    if blocking.is_empty() {
+        return Ok(d);
+    }
+    d.details.volumes = blocking.iter().map(|v| v.volume.clone()).collect();
+    let head = format!(
+        "longhorn-guard: a drain of {name} will wait for {} (longhorn-guard check drain {name}):",
+        message::volumes(blocking.len())
+    );
+    d.warnings = warning_lines(head, &name, &blocking, policy);
+    Ok(d)
 }
 
 /// The denial for an eviction whose allow could not be confirmed with fresh data.
 pub fn unconfirmed(node: &str, why: &str, policy: &Policy) -> Decision {
-    Decision::deny(
-        policy.drain.deny_code,
-        "TooManyRequests",
+    let mut d = deny(
+        policy,
         format!("longhorn-guard: could not confirm that draining {node} is safe ({why}); retry later"),
     )
-    .rule("drain")
+    .rule("drain");
+    d.details.node = Some(node.to_string());
+    d
 }

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod drain;
 pub mod replicas;
+pub mod settings;
 
 use std::time::SystemTime;
 

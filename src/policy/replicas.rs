@@ -1,29 +1,419 @@
-//! Replica-count and settings rules for Settings, Volumes and StorageClasses.
+//! Replica-count rules for Settings, Volumes and StorageClasses (`rule: replicas`).
+//!
+//! Below the policy minimum a rule warns (`replicas.action: warn`) or denies with 422
+//! `Invalid` and a field cause (`replicas.action: deny`). A deny only applies to a count the
+//! request lowers: a CREATE, or an UPDATE to a lower count than the old object's. An UPDATE
+//! that keeps or raises an already-low count (a label, a finalizer, Longhorn's own
+//! controllers, a step towards the minimum) is warned about, never denied, so existing
+//! objects stay manageable. Values longhorn-guard cannot read are
+//! Longhorn's to reject: they are allowed with a warning saying what could not be read.
 
-use crate::admission::AdmissionRequest;
-use crate::cluster::ClusterView;
-use crate::decision::Decision;
-use crate::policy::{Policy, RuleError};
+use std::collections::BTreeMap;
 
-/// `settings.longhorn.io` CREATE/UPDATE.
-pub fn setting(
-    _req: &AdmissionRequest,
-    _view: &ClusterView,
-    _policy: &Policy,
-) -> Result<Decision, RuleError> {
-    Ok(Decision::allow())
+use serde_json::Value;
+
+use crate::admission::{AdmissionRequest, Operation};
+use crate::cluster::{ClusterView, StorageClass, Volume};
+use crate::decision::{Cause, Decision, MAX_WARNING_LEN};
+use crate::policy::{object, settings, typed, Policy, ReplicaAction, RuleError};
+
+/// Who speaks, at the start of every warning and denial message.
+pub const PREFIX: &str = "longhorn-guard: ";
+/// The Longhorn setting holding the default replica count.
+pub const DEFAULT_REPLICA_COUNT: &str = "default-replica-count";
+/// The CSI provisioner name of Longhorn StorageClasses.
+pub const LONGHORN_PROVISIONER: &str = "driver.longhorn.io";
+/// Longhorn's accepted replica range (`default-replica-count` and `numberOfReplicas`).
+const LONGHORN_RANGE: std::ops::RangeInclusive<i64> = 1..=20;
+
+/// One thing a rule found.
+#[derive(Debug)]
+struct Finding {
+    /// The field a denial names (`value`, `spec.numberOfReplicas`, ...).
+    field: &'static str,
+    text: String,
+    /// The same with the name unclipped, for a denial's message (no length limit there).
+    full: String,
+    /// A below-minimum count the request lowers (CREATE, or UPDATE below the old count): denied
+    /// under `replicas.action: deny`. Every other finding stays a warning.
+    deniable: bool,
+}
+
+impl Finding {
+    fn new(field: &'static str, text: String, deniable: bool) -> Self {
+        Self { field, full: text.clone(), text, deniable }
+    }
+
+    /// About a named object: the warning clips the name to fit, the denial keeps it whole.
+    fn about(field: &'static str, subject: &str, name: &str, text: &str, deniable: bool) -> Self {
+        Self {
+            field,
+            text: about(subject, name, text),
+            full: format!("{PREFIX}{subject} {name}: {text}"),
+            deniable,
+        }
+    }
+}
+
+/// Builds the decision: warnings, or under `deny` a 422 for the deniable findings (the
+/// others ride along as warnings).
+fn decide(findings: Vec<Finding>, policy: &Policy) -> Decision {
+    let deny = policy.replicas.action == ReplicaAction::Deny && findings.iter().any(|f| f.deniable);
+    if !deny {
+        return Decision::warn(findings.into_iter().map(|f| f.text).collect()).rule("replicas");
+    }
+    let (denied, warned): (Vec<Finding>, Vec<Finding>) = findings.into_iter().partition(|f| f.deniable);
+    let message = denied.iter().map(|f| f.full.as_str()).collect::<Vec<_>>().join("; ");
+    let mut d = Decision::invalid(denied[0].field, message);
+    if let Some(st) = d.status.as_mut() {
+        st.causes = denied
+            .iter()
+            .map(|f| Cause {
+                type_: "FieldValueInvalid".into(),
+                field: f.field.into(),
+                message: f.full.clone(),
+            })
+            .collect();
+    }
+    d.warnings = warned.into_iter().map(|f| f.text).collect();
+    d.rule("replicas")
+}
+
+/// What `n` replicas mean, in words.
+pub fn trade_off(n: i64) -> String {
+    match n {
+        ..=1 => "no redundancy, one node failure loses data".to_string(),
+        2 => "2 replicas tolerate 1 node failure".to_string(),
+        n => format!("{n} replicas tolerate {} node failures", n - 1),
+    }
+}
+
+/// What a per-object count means, after `numberOfReplicas=N `.
+fn tolerates(n: i64) -> String {
+    match n {
+        ..=1 => "has no redundancy".to_string(),
+        2 => "tolerates 1 node failure".to_string(),
+        n => format!("tolerates {} node failures", n - 1),
+    }
+}
+
+/// Shortens `s` to at most `max` characters by cutting its middle (`pvc-3f1c...3c4d4e5f`).
+pub fn clip_middle(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    if max <= 3 {
+        return ".".repeat(max);
+    }
+    let keep = max - 3;
+    let head = keep.div_ceil(2);
+    let tail = keep - head;
+    let h: String = s.chars().take(head).collect();
+    let t: String = s.chars().skip(n - tail).collect();
+    format!("{h}...{t}")
+}
+
+/// `longhorn-guard: {subject} {name}: {text}`, clipping `name` (never the text) so the line
+/// fits the warning limit.
+pub fn about(subject: &str, name: &str, text: &str) -> String {
+    let fixed = PREFIX.len() + subject.len() + 1 + 2 + text.chars().count();
+    let budget = MAX_WARNING_LEN.saturating_sub(fixed).max(8);
+    format!("{PREFIX}{subject} {}: {text}", clip_middle(name, budget))
+}
+
+/// The replica counts a `default-replica-count` value sets, per data engine.
+#[derive(Debug, PartialEq, Eq)]
+pub enum DefaultCount {
+    /// A plain integer: applies to every data engine.
+    Plain(i64),
+    /// A JSON object: engine -> count, in engine order.
+    PerEngine(BTreeMap<String, i64>),
+}
+
+impl DefaultCount {
+    /// The count for one data engine (`""` means `v1`).
+    pub fn for_engine(&self, engine: &str) -> Option<i64> {
+        let engine = if engine.is_empty() { "v1" } else { engine };
+        match self {
+            Self::Plain(n) => Some(*n),
+            Self::PerEngine(m) => m.get(engine).copied(),
+        }
+    }
+}
+
+/// Parses a `default-replica-count` value: `"3"` or `{"v1":"3","v2":"3"}` (numbers also
+/// accepted inside the object). The error says what could not be read.
+pub fn parse_default_count(value: &str) -> Result<DefaultCount, String> {
+    let v = value.trim();
+    if v.starts_with('{') {
+        let map: serde_json::Map<String, Value> =
+            serde_json::from_str(v).map_err(|_| format!("{} (not a JSON object)", quoted(v)))?;
+        if map.is_empty() {
+            return Err("{} (names no data engine)".into());
+        }
+        let mut out = BTreeMap::new();
+        for (engine, n) in map {
+            let parsed = match &n {
+                Value::String(s) => s.trim().parse::<i64>().ok(),
+                Value::Number(x) => x.as_i64(),
+                _ => None,
+            };
+            match parsed.filter(|n| LONGHORN_RANGE.contains(n)) {
+                Some(n) => {
+                    out.insert(engine, n);
+                }
+                None => return Err(format!("{engine}={} (want 1..20)", quoted_json(&n))),
+            }
+        }
+        return Ok(DefaultCount::PerEngine(out));
+    }
+    match v.parse::<i64>() {
+        Ok(n) if LONGHORN_RANGE.contains(&n) => Ok(DefaultCount::Plain(n)),
+        _ => Err(format!("{} (want 1..20 or {{\"v1\":\"3\",...}})", quoted(v))),
+    }
+}
+
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", clip_middle(s, 20))
+}
+
+fn quoted_json(v: &Value) -> String {
+    match v {
+        Value::String(s) => quoted(s),
+        other => clip_middle(&other.to_string(), 20),
+    }
+}
+
+/// The minimum for a Volume: its PVC namespace's override, else `replicas.minimum`.
+fn volume_minimum(policy: &Policy, volume: &Volume) -> u32 {
+    let ns = volume.status.kubernetes_status.namespace.as_str();
+    policy.replicas.namespace_minimums.get(ns).copied().unwrap_or(policy.replicas.minimum)
+}
+
+/// The minimum for a StorageClass: its override by name, else `replicas.minimum`.
+fn storage_class_minimum(policy: &Policy, name: &str) -> u32 {
+    policy.replicas.storage_class_minimums.get(name).copied().unwrap_or(policy.replicas.minimum)
+}
+
+fn object_name<'a>(req: &'a AdmissionRequest, obj: &'a Value) -> &'a str {
+    obj.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(req.name())
+}
+
+/// `settings.longhorn.io` CREATE/UPDATE: `default-replica-count` here; `node-drain-policy`
+/// and `storage-network` in [`settings`].
+pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
+    let obj = object(req)?;
+    let name = object_name(req, obj);
+    if name != DEFAULT_REPLICA_COUNT {
+        return settings::setting(req, view, policy);
+    }
+    let value = setting_value(obj)?;
+    // The old counts, for an UPDATE: `None` for a CREATE or an unreadable old value.
+    let old = match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
+        (Operation::Update, Some(o)) => setting_value(o).ok().and_then(|v| parse_default_count(v).ok()),
+        _ => None,
+    };
+    let findings = match parse_default_count(value) {
+        Err(why) => vec![Finding::new(
+            "value",
+            format!("{PREFIX}cannot read {DEFAULT_REPLICA_COUNT} {why}; not checked"),
+            false,
+        )],
+        Ok(count) => default_count_findings(&count, policy.replicas.minimum, old.as_ref()),
+    };
+    Ok(decide(findings, policy))
+}
+
+/// `value` of a Setting object: a string, or missing (`""`).
+fn setting_value(obj: &Value) -> Result<&str, RuleError> {
+    match obj.get("value") {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(RuleError::Malformed { field: "object.value", message: "must be a string".into() }),
+    }
+}
+
+/// True when the request lowers a count to `new`: a CREATE, or an UPDATE whose old object's
+/// count (`old_count(old)`, `None` when unreadable) is higher or unknown.
+fn lowers(req: &AdmissionRequest, new: i64, old_count: impl Fn(&Value) -> Option<i64>) -> bool {
+    match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
+        (Operation::Update, Some(old)) => old_count(old).is_none_or(|o| o <= 0 || o > new),
+        _ => true,
+    }
+}
+
+/// One finding per distinct low count, naming every engine that has it. A finding is
+/// deniable when the request lowers the count of one of its engines (`old`: the previous
+/// counts of an UPDATE, `None` for a CREATE or an unreadable old value).
+fn default_count_findings(count: &DefaultCount, minimum: u32, old: Option<&DefaultCount>) -> Vec<Finding> {
+    let min = i64::from(minimum);
+    let lowered = |engines: &[&str], n: i64| match old {
+        None => true,
+        Some(DefaultCount::Plain(o)) => *o > n,
+        Some(o @ DefaultCount::PerEngine(_)) => engines.iter().any(|e| o.for_engine(e).is_none_or(|o| o > n)),
+    };
+    let groups: Vec<(String, i64, bool)> = match count {
+        DefaultCount::Plain(n) => {
+            let lower = match old {
+                None => true,
+                Some(DefaultCount::Plain(o)) => *o > *n,
+                Some(DefaultCount::PerEngine(m)) => m.values().any(|o| o > n),
+            };
+            vec![(format!("{DEFAULT_REPLICA_COUNT}={n} (all engines)"), *n, lower)]
+        }
+        DefaultCount::PerEngine(map) => {
+            let mut by_count: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+            for (engine, n) in map {
+                by_count.entry(*n).or_default().push(engine);
+            }
+            by_count
+                .into_iter()
+                .map(|(n, engines)| {
+                    let label = engines.iter().map(|e| format!("{e}={n}")).collect::<Vec<_>>().join(", ");
+                    (format!("{DEFAULT_REPLICA_COUNT} {label}"), n, lowered(&engines, n))
+                })
+                .collect()
+        }
+    };
+    groups
+        .into_iter()
+        .filter(|(_, n, _)| *n < min)
+        .map(|(label, n, deniable)| {
+            Finding::new(
+                "value",
+                format!("{PREFIX}{label}: {}; policy minimum is {min}", trade_off(n)),
+                deniable,
+            )
+        })
+        .collect()
+}
+
+/// The `default-replica-count` the view holds for a data engine: `Ok(Some(n))`,
+/// `Ok(None)` when the view has no such setting, `Err` when its value is unreadable.
+fn view_default(view: &ClusterView, engine: &str) -> Result<Option<i64>, String> {
+    match view.setting(DEFAULT_REPLICA_COUNT) {
+        None => Ok(None),
+        Some(v) => parse_default_count(v).map(|c| c.for_engine(engine)),
+    }
 }
 
 /// `volumes.longhorn.io` CREATE/UPDATE.
-pub fn volume(_req: &AdmissionRequest, _view: &ClusterView, _policy: &Policy) -> Result<Decision, RuleError> {
-    Ok(Decision::allow())
+pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
+    let obj = object(req)?;
+    let vol: Volume = typed("object", obj)?;
+    let name = object_name(req, obj).to_string();
+    let min = i64::from(volume_minimum(policy, &vol));
+    let engine = if vol.spec.data_engine.is_empty() { "v1" } else { vol.spec.data_engine.as_str() };
+    let set = vol.spec.number_of_replicas;
+    let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
+    let mut findings = Vec::new();
+    let mut say = |text: String, deniable: bool, field: &'static str| {
+        findings.push(Finding::about(field, "volume", &name, &text, deniable))
+    };
+    let count = if set == 0 {
+        match view_default(view, engine) {
+            Ok(Some(n)) => {
+                if n < min {
+                    say(
+                        format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}"),
+                        false,
+                        "spec.numberOfReplicas",
+                    );
+                }
+                Some(n)
+            }
+            Ok(None) | Err(_) => {
+                say(
+                    format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT}, not known here; not checked"),
+                    false,
+                    "spec.numberOfReplicas",
+                );
+                None
+            }
+        }
+    } else if !LONGHORN_RANGE.contains(&set) {
+        say(
+            format!("numberOfReplicas={set} is not a count in 1..20; not checked"),
+            false,
+            "spec.numberOfReplicas",
+        );
+        None
+    } else {
+        if set < min {
+            say(
+                format!("numberOfReplicas={set} {}; policy minimum is {min}", tolerates(set)),
+                lowered,
+                "spec.numberOfReplicas",
+            );
+        }
+        Some(set)
+    };
+    if let Some(n) = count {
+        let soft_anti_affinity = view.setting("replica-soft-anti-affinity") == Some("true");
+        if view.longhorn_nodes().next().is_some() && !soft_anti_affinity {
+            let usable = view.longhorn_nodes().filter(|n| n.can_take_replica()).count() as i64;
+            if n > usable {
+                say(
+                    format!("numberOfReplicas={n} > {usable} schedulable nodes; it stays degraded"),
+                    false,
+                    "spec.numberOfReplicas",
+                );
+            }
+        }
+    }
+    if vol.spec.data_locality == "strict-local" {
+        say(
+            "strict-local keeps 1 replica; every drain of its node will block".into(),
+            false,
+            "spec.dataLocality",
+        );
+    }
+    Ok(decide(findings, policy))
 }
 
-/// `storageclasses` CREATE.
+/// `storageclasses` CREATE (StorageClass parameters are immutable).
 pub fn storage_class(
-    _req: &AdmissionRequest,
-    _view: &ClusterView,
-    _policy: &Policy,
+    req: &AdmissionRequest,
+    view: &ClusterView,
+    policy: &Policy,
 ) -> Result<Decision, RuleError> {
-    Ok(Decision::allow())
+    let obj = object(req)?;
+    let sc: StorageClass = typed("object", obj)?;
+    if sc.provisioner != LONGHORN_PROVISIONER {
+        return Ok(Decision::allow().rule("replicas"));
+    }
+    let name = object_name(req, obj).to_string();
+    let min = i64::from(storage_class_minimum(policy, &name));
+    let field = "parameters.numberOfReplicas";
+    let mut findings = Vec::new();
+    match sc.parameters.get("numberOfReplicas").map(|s| s.trim()) {
+        Some(raw) => match raw.parse::<i64>() {
+            Ok(n) if LONGHORN_RANGE.contains(&n) => {
+                if n < min {
+                    let text = format!("numberOfReplicas={n} {}; policy minimum is {min}", tolerates(n));
+                    findings.push(Finding::about(field, "storageclass", &name, &text, true));
+                }
+            }
+            _ => {
+                let text = format!(
+                    "cannot read numberOfReplicas {}: not a count in 1..20; not checked",
+                    quoted(raw)
+                );
+                findings.push(Finding::about(field, "storageclass", &name, &text, false));
+            }
+        },
+        None => {
+            let engine = sc.parameters.get("dataEngine").map(String::as_str).unwrap_or("v1");
+            if let Ok(Some(n)) = view_default(view, engine) {
+                if n < min {
+                    let text = format!(
+                        "no numberOfReplicas, so {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}"
+                    );
+                    findings.push(Finding::about(field, "storageclass", &name, &text, false));
+                }
+            }
+        }
+    }
+    Ok(decide(findings, policy))
 }

@@ -1,0 +1,590 @@
+//! Pure logic of the init gate: the Multus annotations, the kubelet's downward-API file format,
+//! the readiness check (the same condition Longhorn uses to pick a storage IP) and the messages.
+//! No I/O here; the checks take the interface lookup as a function.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The request annotation Longhorn sets on instance-manager pods when the storage network is on.
+pub const NETWORKS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
+/// The status annotation Multus writes (v3.4.1 and later).
+pub const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
+/// The legacy status annotation (Multus up to v3.9; not written by v4).
+pub const LEGACY_NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks-status";
+
+/// One network the pod requested: `namespace/name`, optionally on a named interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpectedNetwork {
+    pub namespace: String,
+    pub name: String,
+    pub interface: Option<String>,
+}
+
+impl ExpectedNetwork {
+    /// `namespace/name`: what Multus writes as `name` in the network status, and what Longhorn
+    /// compares with its `storage-network` setting.
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl fmt::Display for ExpectedNetwork {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)?;
+        if let Some(iface) = &self.interface {
+            write!(f, "@{iface}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Renders networks in the short comma form, `ns/name@iface,ns2/name2`; it parses back with
+/// [`parse_networks`].
+pub fn format_networks(networks: &[ExpectedNetwork]) -> String {
+    networks.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Why a networks annotation (or `--networks` value) cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworksError {
+    #[error("not a JSON list of networks: {0}")]
+    Json(String),
+    #[error("entry {index} has no name")]
+    NoName { index: usize },
+    #[error("entry {entry:?} is not of the form [namespace/]name[@interface]")]
+    BadEntry { entry: String },
+    #[error("network {network:?} has no namespace and the pod namespace is unknown")]
+    NoNamespace { network: String },
+    #[error("interface name {0:?} is not a valid Linux interface name")]
+    BadInterface(String),
+}
+
+#[derive(Deserialize)]
+struct SelectionElement {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    interface: Option<String>,
+}
+
+/// Parses the `k8s.v1.cni.cncf.io/networks` annotation in either of Multus' forms: the JSON list
+/// Longhorn writes (`[{"namespace": "kube-system", "name": "storage-net", "interface": "lhnet1"}]`)
+/// or the comma form (`ns/name@iface,name2`). A name without namespace is in `default_namespace`.
+/// An empty value requests no networks.
+pub fn parse_networks(
+    value: &str,
+    default_namespace: Option<&str>,
+) -> Result<Vec<ExpectedNetwork>, NetworksError> {
+    let text = value.trim();
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ns_for = |network: &str, ns: Option<String>| -> Result<String, NetworksError> {
+        match ns.filter(|n| !n.is_empty()) {
+            Some(n) => Ok(n),
+            None => default_namespace
+                .filter(|n| !n.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| NetworksError::NoNamespace { network: network.to_string() }),
+        }
+    };
+    let mut out = Vec::new();
+    if text.starts_with('[') {
+        let elements: Vec<SelectionElement> =
+            serde_json::from_str(text).map_err(|e| NetworksError::Json(e.to_string()))?;
+        for (index, el) in elements.into_iter().enumerate() {
+            let name = el.name.filter(|n| !n.is_empty()).ok_or(NetworksError::NoName { index })?;
+            if !valid_name_part(&name) || el.namespace.as_deref().is_some_and(|n| !valid_name_part(n)) {
+                return Err(NetworksError::BadEntry { entry: name });
+            }
+            let namespace = ns_for(&name, el.namespace)?;
+            let interface = el.interface.filter(|i| !i.is_empty());
+            check_interface(interface.as_deref())?;
+            out.push(ExpectedNetwork { namespace, name, interface });
+        }
+        return Ok(out);
+    }
+    for raw in text.split(',') {
+        let entry = raw.trim();
+        let bad = || NetworksError::BadEntry { entry: entry.to_string() };
+        let (target, interface) = match entry.split_once('@') {
+            Some((t, i)) => (t, Some(i.to_string())),
+            None => (entry, None),
+        };
+        let (namespace, name) = match target.split_once('/') {
+            Some((ns, n)) => (Some(ns.to_string()), n),
+            None => (None, target),
+        };
+        if !valid_name_part(name)
+            || namespace.as_deref().is_some_and(|n| !valid_name_part(n))
+            || interface.as_deref().is_some_and(|i| i.is_empty() || i.contains('@'))
+        {
+            return Err(bad());
+        }
+        check_interface(interface.as_deref())?;
+        let namespace = ns_for(name, namespace)?;
+        out.push(ExpectedNetwork { namespace, name: name.to_string(), interface });
+    }
+    Ok(out)
+}
+
+fn valid_name_part(s: &str) -> bool {
+    !s.is_empty() && !s.contains(['/', '@', ',']) && !s.chars().any(char::is_whitespace)
+}
+
+fn check_interface(iface: Option<&str>) -> Result<(), NetworksError> {
+    match iface {
+        Some(i) if !valid_interface_name(i) => Err(NetworksError::BadInterface(i.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// A Linux interface name as the kernel accepts it (`dev_valid_name`): 1..15 bytes, not `.`
+/// or `..`, no `/`, `:` or whitespace. Only such names are looked up under `/sys/class/net`.
+pub fn valid_interface_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', ':'])
+        && !name.chars().any(char::is_whitespace)
+}
+
+/// Parses the downward-API annotations file as the kubelet writes it: one `key="value"` per line,
+/// keys sorted, values quoted like Go's `%q` (`strconv.Quote`).
+pub fn parse_kubelet_map(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut map = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((key, quoted)) = line.split_once('=') else {
+            return Err(format!("line {} has no '=': {:?}", i + 1, crate::decision::clip(line, 60)));
+        };
+        let value = unquote_go(quoted).map_err(|e| format!("line {} (key {key:?}): {e}", i + 1))?;
+        map.insert(key.to_string(), value);
+    }
+    Ok(map)
+}
+
+/// Reverses Go's `strconv.Quote`: a double-quoted string with Go escapes
+/// (`\a \b \f \n \r \t \v \\ \"`, `\NNN` octal, `\xNN`, `\uNNNN`, `\UNNNNNNNN`).
+pub fn unquote_go(s: &str) -> Result<String, String> {
+    let inner = s
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .filter(|_| s.len() >= 2)
+        .ok_or_else(|| "value is not a double-quoted string".to_string())?;
+    let mut out: Vec<u8> = Vec::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Err("unescaped '\"' inside the value".into()),
+            '\n' => return Err("newline inside the value".into()),
+            '\\' => {
+                let e = chars.next().ok_or("value ends in a lone backslash")?;
+                match e {
+                    'a' => out.push(0x07),
+                    'b' => out.push(0x08),
+                    'f' => out.push(0x0c),
+                    'n' => out.push(b'\n'),
+                    'r' => out.push(b'\r'),
+                    't' => out.push(b'\t'),
+                    'v' => out.push(0x0b),
+                    '\\' => out.push(b'\\'),
+                    '"' => out.push(b'"'),
+                    '0'..='7' => {
+                        let mut v = e.to_digit(8).unwrap_or(0);
+                        for _ in 0..2 {
+                            let d = chars.next().and_then(|d| d.to_digit(8)).ok_or("bad octal escape")?;
+                            v = v * 8 + d;
+                        }
+                        let b = u8::try_from(v).map_err(|_| "octal escape above \\377")?;
+                        out.push(b);
+                    }
+                    'x' => {
+                        let v = hex_digits(&mut chars, 2)?;
+                        out.push(v as u8);
+                    }
+                    'u' | 'U' => {
+                        let v = hex_digits(&mut chars, if e == 'u' { 4 } else { 8 })?;
+                        let ch =
+                            char::from_u32(v).ok_or_else(|| format!("escape {v:#x} is not a character"))?;
+                        let mut buf = [0u8; 4];
+                        out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                    }
+                    other => return Err(format!("unknown escape \\{other}")),
+                }
+            }
+            c => {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn hex_digits(chars: &mut std::str::Chars<'_>, n: usize) -> Result<u32, String> {
+    let mut v = 0u32;
+    for _ in 0..n {
+        let d = chars.next().and_then(|d| d.to_digit(16)).ok_or("bad hex escape")?;
+        v = v * 16 + d;
+    }
+    Ok(v)
+}
+
+/// One entry of the network-status annotation: the fields Longhorn decodes.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct NetworkStatus {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub interface: Option<String>,
+    #[serde(default)]
+    pub ips: Option<Vec<String>>,
+}
+
+/// A network found ready.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// `namespace/name`.
+    pub network: String,
+    /// The interface checked under `/sys/class/net` (the requested one, else the reported one).
+    pub interface: Option<String>,
+    /// The IP Longhorn would pick: the first of the entry's IPs sorted as strings.
+    pub ip: String,
+    /// The annotation key it was read from.
+    pub key: &'static str,
+}
+
+/// What is still missing for the storage network to be usable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Neither the API server nor the downward-API file could be read.
+    Unreadable { reason: String },
+    /// Neither status annotation is set: Multus has not handled this pod.
+    AnnotationAbsent,
+    /// The status annotation is not a JSON list of network statuses.
+    Malformed { key: &'static str, error: String },
+    /// The status does not list the network.
+    NotListed { network: String, key: &'static str, listed: Vec<String> },
+    /// The network is listed without an IP.
+    NoIp { network: String, key: &'static str },
+    /// The interface does not exist in the pod's network namespace.
+    InterfaceAbsent { network: String, interface: String },
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unreadable { reason } => write!(f, "the pod's annotations could not be read ({reason})"),
+            Self::AnnotationAbsent => write!(
+                f,
+                "annotation {NETWORK_STATUS_ANNOTATION} is absent (and legacy {LEGACY_NETWORK_STATUS_ANNOTATION} too): \
+                 Multus has not attached this pod's networks"
+            ),
+            Self::Malformed { key, error } => {
+                write!(f, "annotation {key} is not a JSON list of network statuses: {error}")
+            }
+            Self::NotListed { network, key, listed } => {
+                let listed = if listed.is_empty() { "none".to_string() } else { listed.join(", ") };
+                write!(f, "network {network} is not listed in annotation {key} (listed: {listed})")
+            }
+            Self::NoIp { network, key } => write!(f, "network {network} is listed in annotation {key} with no IP"),
+            Self::InterfaceAbsent { network, interface } => write!(
+                f,
+                "interface {interface} of network {network} does not exist in the pod (/sys/class/net/{interface} is missing)"
+            ),
+        }
+    }
+}
+
+/// Checks the pod's annotations the way Longhorn's `GetIPFromPodByCNISetting` reads them:
+/// `network-status` if present, else the legacy `networks-status`; an entry whose `name`
+/// equals `namespace/name` with at least one IP. As a local cross-check, `interface_exists`
+/// must confirm the interface (the requested one, else the one the entry reports).
+pub fn check(
+    expected: &[ExpectedNetwork],
+    annotations: &BTreeMap<String, String>,
+    interface_exists: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Found>, Missing> {
+    let (key, raw) = match annotations.get(NETWORK_STATUS_ANNOTATION) {
+        Some(v) => (NETWORK_STATUS_ANNOTATION, v),
+        None => match annotations.get(LEGACY_NETWORK_STATUS_ANNOTATION) {
+            Some(v) => (LEGACY_NETWORK_STATUS_ANNOTATION, v),
+            None => return Err(Missing::AnnotationAbsent),
+        },
+    };
+    let statuses: Vec<NetworkStatus> = serde_json::from_str(raw)
+        .map_err(|e| Missing::Malformed { key, error: crate::decision::clip(&e.to_string(), 100) })?;
+    let mut found = Vec::with_capacity(expected.len());
+    for want in expected {
+        let network = want.full_name();
+        let Some(entry) = statuses.iter().find(|s| s.name == network) else {
+            let listed = statuses.iter().map(|s| s.name.clone()).collect();
+            return Err(Missing::NotListed { network, key, listed });
+        };
+        let mut ips: Vec<&String> = entry.ips.iter().flatten().filter(|ip| !ip.is_empty()).collect();
+        ips.sort();
+        let Some(ip) = ips.first() else {
+            return Err(Missing::NoIp { network, key });
+        };
+        let interface =
+            want.interface.clone().or_else(|| entry.interface.clone().filter(|i| valid_interface_name(i)));
+        if let Some(iface) = &interface {
+            if !interface_exists(iface) {
+                return Err(Missing::InterfaceAbsent { network, interface: iface.clone() });
+            }
+        }
+        found.push(Found { network, interface, ip: (*ip).clone(), key });
+    }
+    Ok(found)
+}
+
+/// The one log line of a successful gate.
+pub fn ready_line(found: &[Found], origin: &str) -> String {
+    let parts: Vec<String> = found
+        .iter()
+        .map(|f| {
+            let iface = f.interface.as_deref().unwrap_or("(interface not named)");
+            format!("{} on {iface} with IP {}", f.network, f.ip)
+        })
+        .collect();
+    let key = found.first().map(|f| f.key).unwrap_or(NETWORK_STATUS_ANNOTATION);
+    format!("storage network ready: {} (from {key}, read from {origin})", parts.join("; "))
+}
+
+/// The failure message at the deadline: what was missing and why it matters.
+pub fn timeout_message(networks: &[ExpectedNetwork], waited: Duration, missing: &Missing) -> String {
+    format!(
+        "storage network {} not ready after {}: {missing}. Without a storage-network IP Longhorn uses the \
+         pod IP for this node's replicas and rebuilds towards this node stall at 0%. Failing the pod; Longhorn \
+         recreates it, and the new pod gets the network once Multus is ready on this node.",
+        format_networks(networks),
+        humantime::format_duration(Duration::from_secs(waited.as_secs().max(1))),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(path: &str) -> serde_json::Value {
+        let full = format!("{}/../shared/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(full).unwrap()).unwrap()
+    }
+
+    fn net(ns: &str, name: &str, iface: Option<&str>) -> ExpectedNetwork {
+        ExpectedNetwork { namespace: ns.into(), name: name.into(), interface: iface.map(Into::into) }
+    }
+
+    #[test]
+    fn networks_json_form_as_longhorn_writes_it() {
+        let v = r#"[{"namespace": "kube-system", "name": "storage-net", "interface": "lhnet1"}]"#;
+        assert_eq!(
+            parse_networks(v, Some("longhorn-system")).unwrap(),
+            vec![net("kube-system", "storage-net", Some("lhnet1"))]
+        );
+        let v = r#"[{"name": "storage-net"}]"#;
+        assert_eq!(
+            parse_networks(v, Some("longhorn-system")).unwrap(),
+            vec![net("longhorn-system", "storage-net", None)]
+        );
+    }
+
+    #[test]
+    fn networks_comma_form() {
+        let got = parse_networks(" kube-system/storage-net@lhnet1 , other,ns2/n2 ", Some("longhorn-system"))
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                net("kube-system", "storage-net", Some("lhnet1")),
+                net("longhorn-system", "other", None),
+                net("ns2", "n2", None),
+            ]
+        );
+        assert_eq!(format_networks(&got), "kube-system/storage-net@lhnet1,longhorn-system/other,ns2/n2");
+        assert_eq!(parse_networks(&format_networks(&got), None).unwrap(), got);
+        assert_eq!(parse_networks("  ", None).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn bad_networks_are_errors() {
+        for (v, want) in [
+            ("[{\"name\": ", "not a JSON list"),
+            ("{\"name\": \"x\"}", "is not of the form"),
+            ("[{\"namespace\": \"a\"}]", "entry 0 has no name"),
+            ("a/b/c", "is not of the form"),
+            ("a/b@x@y", "is not of the form"),
+            ("a/b@", "is not of the form"),
+            ("x/a,,x/b", "is not of the form"),
+            ("a/b@../../etc", "not a valid Linux interface name"),
+            ("a/b@averyveryverylongname", "not a valid Linux interface name"),
+            ("x", "has no namespace"),
+        ] {
+            let err = parse_networks(v, None).unwrap_err().to_string();
+            assert!(err.contains(want), "{v:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn kubelet_file_format_with_go_escapes() {
+        // What kubelet's fieldpath.FormatMap writes: sorted `key=%q` lines, no trailing newline.
+        let text = "a.io/x=\"plain\"\nb=\"[{\\n    \\\"name\\\": \\\"x\\\"\\n}]\"\nc=\"tab\\there \\u00e9 \\U0001F600 \\x41\\101\\\\ ünï\"";
+        let m = parse_kubelet_map(text).unwrap();
+        assert_eq!(m["a.io/x"], "plain");
+        assert_eq!(m["b"], "[{\n    \"name\": \"x\"\n}]");
+        assert_eq!(m["c"], "tab\there é 😀 AA\\ ünï");
+        assert_eq!(parse_kubelet_map("").unwrap().len(), 0);
+        for bad in ["k=plain", "k=\"x", "k=\"a\"b\"", "k=\"\\q\"", "k=\"\\x4\"", "novalue", "k=\"\\400\""] {
+            assert!(parse_kubelet_map(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn round_trips_the_good_fixture_through_the_kubelet_format() {
+        let f = fixture("longhorn/multus-network-status-good.json");
+        let raw = f["rawAnnotationString"].as_str().unwrap();
+        // Go %q of the raw string: backslash, quote and newline escaped.
+        let quoted = format!("\"{}\"", raw.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
+        let text = format!("{NETWORK_STATUS_ANNOTATION}={quoted}\n{NETWORKS_ANNOTATION}=\"x\"");
+        let m = parse_kubelet_map(&text).unwrap();
+        assert_eq!(m[NETWORK_STATUS_ANNOTATION], raw);
+        let want = [net("harvester-system", "storagenetwork-svrwv", Some("lhnet1"))];
+        let found = check(&want, &m, &|i| i == "lhnet1").unwrap();
+        assert_eq!(
+            found,
+            vec![Found {
+                network: "harvester-system/storagenetwork-svrwv".into(),
+                interface: Some("lhnet1".into()),
+                ip: "192.168.100.12".into(),
+                key: NETWORK_STATUS_ANNOTATION,
+            }]
+        );
+        let line = ready_line(&found, "the API server");
+        assert_eq!(
+            line,
+            "storage network ready: harvester-system/storagenetwork-svrwv on lhnet1 with IP 192.168.100.12 \
+             (from k8s.v1.cni.cncf.io/network-status, read from the API server)"
+        );
+    }
+
+    #[test]
+    fn the_11639_pod_is_missing_the_annotation() {
+        let f = fixture("longhorn/multus-network-status-bad-11639.json");
+        let ann: BTreeMap<String, String> =
+            serde_json::from_value(f["metadata"]["annotations"].clone()).unwrap();
+        let want = parse_networks(&ann[NETWORKS_ANNOTATION], Some("longhorn-system")).unwrap();
+        let missing = check(&want, &ann, &|_| true).unwrap_err();
+        assert_eq!(missing, Missing::AnnotationAbsent);
+        let msg = timeout_message(&want, Duration::from_secs(60), &missing);
+        assert!(msg.starts_with("storage network harvester-system/storagenetwork-svrwv@lhnet1 not ready after 1m: annotation k8s.v1.cni.cncf.io/network-status is absent"), "{msg}");
+        assert!(msg.contains("Longhorn uses the pod IP") && msg.contains("stall at 0%"), "{msg}");
+    }
+
+    fn status(value: serde_json::Value) -> String {
+        value.to_string()
+    }
+
+    #[test]
+    fn check_mirrors_longhorn() {
+        let want = [net("kube-system", "storage-net", Some("lhnet1"))];
+        let entry = |name: &str, ips: serde_json::Value| serde_json::json!({"name": name, "interface": "lhnet1", "ips": ips});
+        let mut ann = BTreeMap::new();
+
+        // Legacy key only: accepted.
+        ann.insert(
+            LEGACY_NETWORK_STATUS_ANNOTATION.to_string(),
+            status(serde_json::json!([entry(
+                "kube-system/storage-net",
+                serde_json::json!(["10.0.0.9", "10.0.0.10"])
+            )])),
+        );
+        let found = check(&want, &ann, &|_| true).unwrap();
+        // Longhorn sorts the IPs as strings and takes the first.
+        assert_eq!((found[0].ip.as_str(), found[0].key), ("10.0.0.10", LEGACY_NETWORK_STATUS_ANNOTATION));
+
+        // The new key wins over the legacy key, even when it is malformed (Longhorn does not fall back).
+        ann.insert(NETWORK_STATUS_ANNOTATION.to_string(), "{not json".into());
+        assert!(matches!(
+            check(&want, &ann, &|_| true).unwrap_err(),
+            Missing::Malformed { key: NETWORK_STATUS_ANNOTATION, .. }
+        ));
+
+        // Another network present, ours absent.
+        ann.insert(
+            NETWORK_STATUS_ANNOTATION.to_string(),
+            status(serde_json::json!([
+                entry("k8s-pod-network", serde_json::json!(["10.52.0.1"])),
+                entry("kube-system/other", serde_json::json!(["1.2.3.4"]))
+            ])),
+        );
+        let m = check(&want, &ann, &|_| true).unwrap_err();
+        assert_eq!(m.to_string(), "network kube-system/storage-net is not listed in annotation k8s.v1.cni.cncf.io/network-status (listed: k8s-pod-network, kube-system/other)");
+
+        // Listed by its bare name only: not what Longhorn compares.
+        ann.insert(
+            NETWORK_STATUS_ANNOTATION.to_string(),
+            status(serde_json::json!([entry("storage-net", serde_json::json!(["1.2.3.4"]))])),
+        );
+        assert!(matches!(check(&want, &ann, &|_| true).unwrap_err(), Missing::NotListed { .. }));
+
+        // No IP (empty, null, empty string).
+        for ips in [serde_json::json!([]), serde_json::json!(null), serde_json::json!([""])] {
+            ann.insert(
+                NETWORK_STATUS_ANNOTATION.to_string(),
+                status(serde_json::json!([entry("kube-system/storage-net", ips)])),
+            );
+            assert_eq!(
+                check(&want, &ann, &|_| true).unwrap_err(),
+                Missing::NoIp { network: "kube-system/storage-net".into(), key: NETWORK_STATUS_ANNOTATION }
+            );
+        }
+
+        // Interface missing locally.
+        ann.insert(
+            NETWORK_STATUS_ANNOTATION.to_string(),
+            status(serde_json::json!([entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))])),
+        );
+        let m = check(&want, &ann, &|i| i != "lhnet1").unwrap_err();
+        assert_eq!(m.to_string(), "interface lhnet1 of network kube-system/storage-net does not exist in the pod (/sys/class/net/lhnet1 is missing)");
+
+        // No interface requested: the one Multus reports is cross-checked.
+        let bare = [net("kube-system", "storage-net", None)];
+        assert!(matches!(
+            check(&bare, &ann, &|i| i != "lhnet1").unwrap_err(),
+            Missing::InterfaceAbsent { .. }
+        ));
+        assert_eq!(check(&bare, &ann, &|_| true).unwrap()[0].interface.as_deref(), Some("lhnet1"));
+
+        // Absent entirely.
+        assert_eq!(check(&want, &BTreeMap::new(), &|_| true).unwrap_err(), Missing::AnnotationAbsent);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(text in "\\PC*", value in ".*") {
+            let _ = parse_kubelet_map(&text);
+            let _ = parse_networks(&text, Some("longhorn-system"));
+            let mut ann = BTreeMap::new();
+            ann.insert(NETWORK_STATUS_ANNOTATION.to_string(), value);
+            let want = [net("kube-system", "storage-net", Some("lhnet1"))];
+            let _ = check(&want, &ann, &|_| true);
+        }
+
+        #[test]
+        fn go_quoted_values_round_trip(value in "\\PC*") {
+            // strconv.Quote for printable text: only backslash and quote are escaped.
+            let quoted = format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""));
+            let map = parse_kubelet_map(&format!("k={quoted}")).unwrap();
+            proptest::prop_assert_eq!(&map["k"], &value);
+        }
+    }
+}

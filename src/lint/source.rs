@@ -1,0 +1,234 @@
+//! Reading lint input: files and folders, splitting YAML streams into documents with their
+//! line ranges, and finding the line of a field inside a document.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Why an input could not be read. Shown as `path[:line]: reason`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    pub path: String,
+    pub line: Option<usize>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.path, self.reason),
+            None => write!(f, "{}: {}", self.path, self.reason),
+        }
+    }
+}
+
+/// One input text and the name it is shown under.
+#[derive(Debug)]
+pub struct Input {
+    pub path: String,
+    pub text: String,
+}
+
+/// Expands `paths` into inputs: files as given (any extension), folders recursively
+/// (`*.yaml`, `*.yml`, `*.json`, in name order), `-` as stdin.
+pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>, Vec<InputError>) {
+    let mut inputs = Vec::new();
+    let mut errors = Vec::new();
+    for p in paths {
+        if p.as_os_str() == "-" {
+            let mut text = String::new();
+            match stdin.read_to_string(&mut text) {
+                Ok(_) => inputs.push(Input { path: "-".into(), text }),
+                Err(e) => errors.push(err("-", None, format!("cannot read stdin: {e}"))),
+            }
+        } else if p.is_dir() {
+            let mut files = Vec::new();
+            if let Err(e) = walk(p, &mut files) {
+                errors.push(err(&p.display().to_string(), None, format!("cannot read folder: {e}")));
+            }
+            files.sort();
+            for f in files {
+                read_file(&f, &mut inputs, &mut errors);
+            }
+        } else {
+            read_file(p, &mut inputs, &mut errors);
+        }
+    }
+    (inputs, errors)
+}
+
+fn err(path: &str, line: Option<usize>, reason: String) -> InputError {
+    InputError { path: path.to_string(), line, reason }
+}
+
+fn read_file(p: &Path, inputs: &mut Vec<Input>, errors: &mut Vec<InputError>) {
+    let path = p.display().to_string();
+    match std::fs::read(p) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => inputs.push(Input { path, text }),
+            Err(_) => errors.push(err(&path, None, "cannot read: not UTF-8 text".into())),
+        },
+        Err(e) => errors.push(err(&path, None, format!("cannot read: {e}"))),
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        // Symlinked folders are not followed (no loops); symlinked files are read.
+        if entry.file_type()?.is_dir() {
+            walk(&path, out)?;
+        } else if path.is_file()
+            && path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// One document of an input: its parsed value and its lines (1-based, `first..=last`).
+#[derive(Debug)]
+pub struct Document {
+    pub value: Value,
+    /// The first line with content (not blank, not a comment).
+    pub first: usize,
+    pub last: usize,
+}
+
+/// Splits an input into documents. JSON text (starting with `{` or `[`) is one document;
+/// YAML is split at `---` lines, empty and comment-only documents (`helm template`) skipped.
+pub fn documents(input: &Input) -> Result<Vec<Document>, InputError> {
+    let text = input.text.strip_prefix('\u{feff}').unwrap_or(&input.text);
+    let lines: Vec<&str> = text.lines().collect();
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') || input.path.ends_with(".json") {
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) => {
+                let first = first_content_line(&lines, 0, lines.len()).unwrap_or(1);
+                return Ok(vec![Document { value, first, last: lines.len().max(1) }]);
+            }
+            Err(e) if input.path.ends_with(".json") => {
+                return Err(err(
+                    &input.path,
+                    Some(e.line()),
+                    format!("JSON syntax error: {}", strip_at(&e.to_string())),
+                ));
+            }
+            Err(_) => {} // flow-style YAML: parse below
+        }
+    }
+    let mut docs = Vec::new();
+    let mut start = 0usize; // index of the chunk's first line
+    let mut i = 0usize;
+    while i <= lines.len() {
+        let boundary = i == lines.len() || is_separator(lines[i]);
+        if boundary {
+            if let Some(doc) = parse_chunk(&input.path, &lines, start, i)? {
+                docs.push(doc);
+            }
+            start = i + 1;
+        }
+        i += 1;
+    }
+    Ok(docs)
+}
+
+/// `---` (optionally followed by whitespace or a comment) or `...` at column 0.
+fn is_separator(line: &str) -> bool {
+    let l = line.trim_end();
+    if l == "..." {
+        return true;
+    }
+    l.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
+}
+
+fn is_content(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && !t.starts_with('#') && !t.starts_with('%')
+}
+
+fn first_content_line(lines: &[&str], from: usize, to: usize) -> Option<usize> {
+    (from..to).find(|&i| is_content(lines[i])).map(|i| i + 1)
+}
+
+/// Parses lines `from..to` as one YAML document; `None` for an empty one. The text is padded
+/// with the lines before it so parser line numbers are the file's.
+fn parse_chunk(path: &str, lines: &[&str], from: usize, to: usize) -> Result<Option<Document>, InputError> {
+    let Some(first) = first_content_line(lines, from, to) else { return Ok(None) };
+    let mut text = "\n".repeat(from);
+    for l in &lines[from..to] {
+        text.push_str(l);
+        text.push('\n');
+    }
+    match serde_saphyr::from_str::<Value>(&text) {
+        Ok(Value::Null) => Ok(None),
+        Ok(value) => Ok(Some(Document { value, first, last: to.max(first) })),
+        Err(e) => {
+            let line = e.location().map(|l| l.line() as usize).filter(|l| *l >= 1).unwrap_or(first);
+            Err(err(path, Some(line), format!("YAML syntax error: {}", yaml_reason(&e.to_string()))))
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// serde-saphyr's message without its `error: line L column C: ` head and source snippet
+/// (the line is shown before the message).
+fn yaml_reason(s: &str) -> String {
+    let s = one_line(s);
+    let s = s.split(" --> ").next().unwrap_or(&s);
+    let s = s.strip_prefix("error: ").unwrap_or(s);
+    let s = match s.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest)) if pos.contains(" column ") => rest,
+        _ => s,
+    };
+    s.to_string()
+}
+
+/// Drops serde_json's ` at line L column C` (the line is shown before the message).
+fn strip_at(s: &str) -> String {
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
+
+/// The line of `key:` (YAML) or `"key":` (JSON) in lines `first..=last` of `text`: the first
+/// one at or after the line naming `anchor` (an object's name, for List items), else the first
+/// one in the range. `None` when the key is not there.
+pub fn find_key_line(
+    text: &str,
+    first: usize,
+    last: usize,
+    key: &str,
+    anchor: Option<&str>,
+) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let last = last.min(lines.len());
+    if first == 0 || first > last {
+        return None;
+    }
+    let json_key = format!("\"{key}\":");
+    let has_key = |l: &str| {
+        let t = l.trim_start().trim_start_matches("- ");
+        t.strip_prefix(key).is_some_and(|r| r.trim_start().starts_with(':')) || l.contains(&json_key)
+    };
+    let range = first..=last;
+    let from = anchor
+        .and_then(|name| {
+            let json = format!("\"name\": \"{name}\"");
+            range.clone().find(|&n| {
+                let l = lines[n - 1];
+                let t = l.trim_start().trim_start_matches("- ");
+                let yaml =
+                    t.strip_prefix("name:").is_some_and(|r| r.trim().trim_matches(['"', '\'']) == name);
+                yaml || l.contains(&json)
+            })
+        })
+        .unwrap_or(first);
+    (from..=last).find(|&n| has_key(lines[n - 1])).or_else(|| range.clone().find(|&n| has_key(lines[n - 1])))
+}

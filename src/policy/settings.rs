@@ -1,0 +1,71 @@
+//! Settings that remove protection (`rule: settings`): `node-drain-policy` and
+//! `storage-network`. These are always warnings, whatever `replicas.action` says.
+
+use serde_json::Value;
+
+use crate::admission::{AdmissionRequest, Operation};
+use crate::cluster::ClusterView;
+use crate::decision::{Decision, MAX_WARNING_LEN};
+use crate::policy::replicas::{clip_middle, PREFIX};
+use crate::policy::{object, DrainAction, Policy, RuleError};
+
+/// `settings.longhorn.io` CREATE/UPDATE of any setting but `default-replica-count`.
+pub fn setting(req: &AdmissionRequest, _view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
+    let obj = object(req)?;
+    let name =
+        obj.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(req.name());
+    let value = match obj.get("value") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => {
+            return Err(RuleError::Malformed { field: "object.value", message: "must be a string".into() })
+        }
+    };
+    let old_value = match (req.operation, req.old_object.as_ref()) {
+        (Operation::Update, Some(old)) => old.get("value").and_then(Value::as_str),
+        _ => None,
+    };
+    let warning = match name {
+        "node-drain-policy" => node_drain_policy(value, policy),
+        "storage-network" if old_value != Some(value) => storage_network(value, policy),
+        _ => None,
+    };
+    Ok(Decision::warn(warning.into_iter().collect()).rule("settings"))
+}
+
+fn node_drain_policy(value: &str, policy: &Policy) -> Option<String> {
+    if value != "always-allow" {
+        return None;
+    }
+    let ours = match policy.drain.action {
+        DrainAction::Enforce => "longhorn-guard still blocks unsafe ones",
+        DrainAction::Warn => "drain.action=warn: nothing blocks them",
+        DrainAction::Off => "drain.action=off: nothing blocks them",
+    };
+    Some(format!("{PREFIX}node-drain-policy=always-allow: Longhorn stops blocking drains; {ours}"))
+}
+
+/// True for `<namespace>/<name>` with two non-empty parts and no spaces.
+fn is_namespaced_name(v: &str) -> bool {
+    match v.split_once('/') {
+        Some((ns, name)) => {
+            !ns.is_empty() && !name.is_empty() && !name.contains('/') && !v.contains(char::is_whitespace)
+        }
+        None => false,
+    }
+}
+
+fn storage_network(value: &str, policy: &Policy) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    if !is_namespaced_name(value) {
+        let text = "is not <namespace>/<name>; Longhorn rejects it";
+        let budget = MAX_WARNING_LEN - PREFIX.len() - "storage-network=\"\" ".len() - text.len();
+        return Some(format!("{PREFIX}storage-network=\"{}\" {text}", clip_middle(value, budget)));
+    }
+    let gate = if policy.gate.enabled { "the init gate guards start-up" } else { "the init gate is off" };
+    let text = format!("recreates all instance managers; {gate}");
+    let budget = MAX_WARNING_LEN - PREFIX.len() - "storage-network=: ".len() - text.len();
+    Some(format!("{PREFIX}storage-network={}: {text}", clip_middle(value, budget)))
+}

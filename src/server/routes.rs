@@ -1,0 +1,247 @@
+//! The axum routes: the two webhooks, the probes and `/metrics`.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use http_body_util::BodyExt as _;
+
+use super::AppState;
+use crate::admit::WebhookKind;
+
+/// The most a body past the limit is read (and discarded) so the client still sees the 413
+/// before the connection closes; a client sending more is cut off.
+const MAX_DRAIN_BYTES: u64 = 64 * 1024 * 1024;
+
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn validate(
+    State(app): State<Arc<AppState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    webhook(app, WebhookKind::Validate, q, headers, body).await
+}
+
+async fn mutate(
+    State(app): State<Arc<AppState>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    webhook(app, WebhookKind::Mutate, q, headers, body).await
+}
+
+async fn webhook(
+    app: Arc<AppState>,
+    kind: WebhookKind,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let _in_flight = app.metrics.in_flight();
+    let deadline = request_deadline(app.limits.request_timeout, query.as_deref());
+    let work = async {
+        let bytes = match read_body(&headers, body, app.limits.max_body_bytes).await {
+            Ok(b) => b,
+            Err(BodyError::TooLarge) => {
+                let msg = format!(
+                    "request body is larger than {} bytes; raise --max-body-bytes if the API server really sends this much",
+                    app.limits.max_body_bytes
+                );
+                return Err((StatusCode::PAYLOAD_TOO_LARGE, msg));
+            }
+            Err(BodyError::Read(e)) => {
+                return Err((StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))
+            }
+        };
+        let remaining = deadline.saturating_sub(started.elapsed());
+        match app.admitter.admit(kind, &bytes, remaining).await {
+            Ok(admitted) => Ok(admitted),
+            Err(e) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        }
+    };
+    let result = match tokio::time::timeout(deadline, work).await {
+        Ok(r) => r,
+        Err(_) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no decision within the request deadline of {}ms", deadline.as_millis()),
+        )),
+    };
+    match result {
+        Ok(admitted) => {
+            let req = &admitted.request;
+            app.metrics.admission(
+                kind.as_str(),
+                &req.resource_label(),
+                req.operation.as_str(),
+                admitted.decision.outcome(),
+                started.elapsed(),
+            );
+            let body = serde_json::to_vec(&admitted.response).unwrap_or_default();
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+        }
+        Err((code, reason)) => {
+            app.metrics.observe(kind.as_str(), started.elapsed());
+            app.metrics.http_error(code.as_u16());
+            tracing::warn!(webhook = kind.as_str(), code = code.as_u16(), reason = %reason, "bad admission request");
+            let mut resp = text(code, &reason);
+            if code == StatusCode::PAYLOAD_TOO_LARGE {
+                resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            resp
+        }
+    }
+}
+
+enum BodyError {
+    TooLarge,
+    Read(String),
+}
+
+/// Reads the body up to `max` bytes. Past the limit the rest is read and dropped (up to
+/// [`MAX_DRAIN_BYTES`]) so the 413 reaches the client instead of a connection reset.
+async fn read_body(headers: &HeaderMap, mut body: Body, max: u64) -> Result<Bytes, BodyError> {
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let mut buf: Vec<u8> = Vec::with_capacity(declared.filter(|n| *n <= max).unwrap_or(0) as usize);
+    let mut total: u64 = 0;
+    let mut too_large = declared.is_some_and(|n| n > max);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        total += data.len() as u64;
+        if total > max {
+            too_large = true;
+            buf = Vec::new();
+        }
+        if too_large {
+            if total > MAX_DRAIN_BYTES {
+                break;
+            }
+            continue;
+        }
+        buf.extend_from_slice(&data);
+    }
+    if too_large {
+        return Err(BodyError::TooLarge);
+    }
+    Ok(Bytes::from(buf))
+}
+
+/// The per-request deadline: `--request-timeout`, or less when the API server's
+/// `?timeout=` is shorter, minus a margin (a fifth of it, at most 2 s) so the answer arrives
+/// before the API server gives up.
+pub fn request_deadline(configured: Duration, query: Option<&str>) -> Duration {
+    let Some(api) = query
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("timeout=")).and_then(parse_go_duration))
+    else {
+        return configured;
+    };
+    let margin = (api / 5).min(Duration::from_secs(2));
+    configured.min(api.saturating_sub(margin))
+}
+
+/// Parses a Go `time.Duration` string as the API server writes it (`10s`, `1m30s`, `500ms`).
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let n: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_end..];
+        total += n * scale;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+async fn healthz() -> Response {
+    text(StatusCode::OK, "ok")
+}
+
+async fn readyz(State(app): State<Arc<AppState>>) -> Response {
+    if app.shutting_down.load(Ordering::Relaxed) {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    let fresh = app.admitter.view.read().freshness().clone();
+    if fresh.synced {
+        text(StatusCode::OK, "ok")
+    } else {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cluster view not synced yet: waiting for the initial list of every watched kind",
+        )
+    }
+}
+
+async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    let body = {
+        let view = app.admitter.view.read();
+        app.metrics.render(&view, &app.admitter.policy, &app.tls.stats, SystemTime::now())
+    };
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))], body)
+        .into_response()
+}
+
+fn text(code: StatusCode, msg: &str) -> Response {
+    let mut body = msg.replace(['\n', '\r'], " ");
+    body.push('\n');
+    (code, [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"))], body)
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("x"), None);
+        assert_eq!(parse_go_duration(""), None);
+    }
+
+    #[test]
+    fn deadline_honours_a_shorter_api_server_timeout() {
+        let eight = Duration::from_secs(8);
+        assert_eq!(request_deadline(eight, None), eight);
+        assert_eq!(request_deadline(eight, Some("timeout=10s")), eight);
+        assert_eq!(request_deadline(eight, Some("timeout=30s")), eight);
+        assert_eq!(request_deadline(eight, Some("a=b&timeout=5s")), Duration::from_secs(4));
+        assert_eq!(request_deadline(eight, Some("timeout=bogus")), eight);
+    }
+}

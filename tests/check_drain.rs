@@ -1,0 +1,111 @@
+//! `longhorn-guard check drain` against the shipped demo snapshot (the same content as
+//! `shared/fixtures/cluster/snapshot-three-nodes.json`).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml");
+const FIXTURE_JSON: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        .args(["check", "drain"])
+        .args(args)
+        .env("LONGHORN_GUARD_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn node_3_would_drain() {
+    let (code, out, err) = check(&["node-3", "--state", DEMO]);
+    assert_eq!(code, 0, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with("VOLUME       REPLICAS"), "{out}");
+    for col in ["VOLUME", "REPLICAS", "PROTECTING", "VERDICT", "REASON"] {
+        assert!(lines[0].contains(col), "{out}");
+    }
+    assert!(
+        lines[1].starts_with("vol-healthy  node-3:RW,node-1:RW,node-2:RW  node-1:RW,node-2:RW  safe"),
+        "{out}"
+    );
+    assert_eq!(lines[2], "node-3: a drain would proceed (1 volume checked, none blocking)");
+}
+
+#[test]
+fn node_1_and_node_2_would_block() {
+    let (code, out, _) = check(&["node-1", "--state", DEMO]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("vol-degraded  node-1:RW,node-2:WO(0%,stalled)  -"), "{out}");
+    assert!(out.ends_with("node-1: a drain would BLOCK on 1 of 2 volumes\n"), "{out}");
+
+    let (code, out, _) = check(&["node-2", "--state", FIXTURE_JSON]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("vol-detached  node-2:stopped"), "{out}");
+    assert!(out.contains("block    1 replica (numberOfReplicas=1)"), "{out}");
+    assert!(out.ends_with("node-2: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
+}
+
+#[test]
+fn json_output_for_scripts() {
+    let (code, out, _) = check(&["node-2", "--state", DEMO, "--output", "json"]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["node"], "node-2");
+    assert_eq!(v["drain"], "block");
+    let vols = v["volumes"].as_array().unwrap();
+    let verdicts: Vec<(&str, &str)> =
+        vols.iter().map(|v| (v["volume"].as_str().unwrap(), v["verdict"].as_str().unwrap())).collect();
+    assert_eq!(verdicts, vec![("vol-degraded", "safe"), ("vol-detached", "block"), ("vol-healthy", "block")]);
+    assert_eq!(vols[0]["protecting"][0], "vol-degraded-r-3f4a5b6c");
+    assert_eq!(vols[0]["replicas"][0]["state"], "WO(0%,stalled)");
+    assert_eq!(vols[0]["replicas"][0]["progress"], 0);
+
+    let (code, out, _) = check(&["node-3", "--state", DEMO, "--output", "json"]);
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["drain"], "proceed");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_reason() {
+    let (code, out, err) = check(&["node-9", "--state", DEMO]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(err.contains("node node-9 is not in the snapshot"), "{err}");
+    assert!(err.contains("(known nodes: node-1, node-2, node-3)"), "{err}");
+
+    let (code, _, err) = check(&["node-1", "--state", "/nonexistent/snapshot.yaml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/snapshot.yaml: cannot read"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("policy.yaml");
+    std::fs::write(&bad, "drain:\n  acton: warn\n").unwrap();
+    let (code, _, err) = check(&["node-1", "--state", DEMO, "--policy", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown field"), "{err}");
+}
+
+#[test]
+fn policy_relaxes_stopped_replicas() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("policy.yaml");
+    std::fs::write(&p, "drain:\n  protectStoppedReplicas: false\n").unwrap();
+    let (code, out, _) = check(&["node-2", "--state", DEMO, "--policy", p.to_str().unwrap()]);
+    assert_eq!(code, 1, "vol-healthy is still attached to node-2");
+    let line = out.lines().find(|l| l.starts_with("vol-detached ")).unwrap();
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols[..4], ["vol-detached", "node-2:stopped", "-", "safe"], "{out}");
+    assert!(line.ends_with(
+        "replica on node-2 is stopped and the volume detached (drain.protectStoppedReplicas: false)"
+    ));
+    assert!(out.ends_with("node-2: a drain would BLOCK on 1 of 3 volumes\n"), "{out}");
+}

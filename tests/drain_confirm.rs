@@ -1,0 +1,241 @@
+//! The freshness protocol end to end: a stale watch view, and the confirmer reading the
+//! node's state from a stand-in Kubernetes API server on 127.0.0.1 that serves the fixture
+//! snapshot (optionally edited) for LIST requests with label and field selectors.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::extract::{Request, State};
+use axum::response::IntoResponse;
+use axum::Json;
+use longhorn_guard::admit::{Admitter, WebhookKind};
+use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::policy::drain::analyze_node;
+use longhorn_guard::policy::Policy;
+use serde_json::{json, Value};
+
+const SNAPSHOT: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
+const EVICTION: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");
+const IM_NODE_3: &str = "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e";
+
+#[derive(Clone)]
+struct Fake {
+    items: Arc<Vec<Value>>,
+    /// Every request's path and query, to check how the confirmer reads.
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn matches(o: &Value, labels: &str, fields: &str) -> bool {
+    let label_ok = labels.split(',').filter(|s| !s.is_empty()).all(|kv| {
+        let (k, v) = kv.split_once('=').unwrap();
+        o["metadata"]["labels"][k] == v
+    });
+    let field_ok = fields.split(',').filter(|s| !s.is_empty()).all(|kv| {
+        let (k, v) = kv.split_once('=').unwrap();
+        assert_eq!(k, "metadata.name", "unexpected field selector {kv}");
+        o["metadata"]["name"] == v
+    });
+    label_ok && field_ok
+}
+
+async fn list(State(fake): State<Fake>, req: Request) -> impl IntoResponse {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    fake.seen.lock().unwrap().push(format!("{path}?{query}"));
+    let (api, kind) = match path.rsplit('/').next().unwrap() {
+        "nodes" if path.starts_with("/api/v1/") => ("v1", "Node"),
+        "pods" => ("v1", "Pod"),
+        "nodes" => ("longhorn.io/v1beta2", "Node"),
+        "replicas" => ("longhorn.io/v1beta2", "Replica"),
+        "engines" => ("longhorn.io/v1beta2", "Engine"),
+        "volumes" => ("longhorn.io/v1beta2", "Volume"),
+        "settings" => ("longhorn.io/v1beta2", "Setting"),
+        "instancemanagers" => ("longhorn.io/v1beta2", "InstanceManager"),
+        other => panic!("unexpected path {path} ({other})"),
+    };
+    let mut labels = String::new();
+    let mut fields = String::new();
+    for kv in query.split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "labelSelector" => labels = decode(v),
+            "fieldSelector" => fields = decode(v),
+            _ => {}
+        }
+    }
+    let items: Vec<Value> = fake
+        .items
+        .iter()
+        .filter(|o| o["apiVersion"] == api && o["kind"] == kind && matches(o, &labels, &fields))
+        .cloned()
+        .collect();
+    Json(
+        json!({"apiVersion": api, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "999"}, "items": items}),
+    )
+}
+
+async fn serve(items: Vec<Value>) -> (SocketAddr, Fake) {
+    let fake = Fake { items: Arc::new(items), seen: Arc::default() };
+    let app = axum::Router::new().fallback(list).with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, fake)
+}
+
+fn client(addr: SocketAddr) -> kube::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    kube::Client::try_from(config).unwrap()
+}
+
+fn snapshot_items() -> Vec<Value> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(SNAPSHOT).unwrap()).unwrap();
+    v["items"].as_array().unwrap().clone()
+}
+
+fn stale_view() -> SharedView {
+    let objects = snapshot_items().into_iter().filter_map(|o| {
+        let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
+        Some(Object::from_value(kind, o).unwrap())
+    });
+    SharedView::new(ClusterView::from_objects(
+        Source::Watch,
+        objects,
+        SystemTime::now() - Duration::from_secs(600),
+    ))
+}
+
+fn eviction_node_3() -> Vec<u8> {
+    let mut body: Value = serde_json::from_str(&std::fs::read_to_string(EVICTION).unwrap()).unwrap();
+    body["request"]["name"] = json!(IM_NODE_3);
+    body.to_string().into_bytes()
+}
+
+#[tokio::test]
+async fn confirmation_reads_are_consistent_lists_and_build_the_same_picture() {
+    let (addr, fake) = serve(snapshot_items()).await;
+    let view = confirm::read_node_state(&client(addr), "node-3").await.unwrap();
+    assert_eq!(view.freshness().source, Source::Direct);
+    let a = analyze_node(&view, "node-3", &Policy::default(), SystemTime::now());
+    assert!(!a.would_block());
+    assert_eq!(a.volumes.len(), 1);
+    assert_eq!(a.volumes[0].protecting, vec!["vol-healthy-r-1a2b3c4d", "vol-healthy-r-5e6f7a8b"]);
+
+    let seen = fake.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|q| !q.contains("resourceVersion")),
+        "quorum reads carry no resourceVersion: {seen:?}"
+    );
+    assert!(seen.iter().any(|q| q.contains("labelSelector=longhornnode%3Dnode-3")), "{seen:?}");
+    assert!(seen.iter().any(|q| q.contains("labelSelector=longhornvolume%3Dvol-healthy")), "{seen:?}");
+}
+
+#[tokio::test]
+async fn stale_allow_is_confirmed_by_a_fresh_read() {
+    let (addr, _) = serve(snapshot_items()).await;
+    let admitter =
+        Admitter::new(stale_view(), Arc::new(Policy::default()), Some(confirm::confirmer(client(addr))));
+    let out =
+        admitter.admit(WebhookKind::Validate, &eviction_node_3(), Duration::from_secs(5)).await.unwrap();
+    assert!(out.decision.allowed, "{:?}", out.decision.status);
+    assert!(out.decision.confirm_node.is_none());
+}
+
+#[tokio::test]
+async fn stale_allow_turns_into_a_denial_when_fresh_state_is_unsafe() {
+    // Since the view was last updated, both other replicas of vol-healthy failed.
+    let mut items = snapshot_items();
+    for o in items.iter_mut() {
+        let name = o["metadata"]["name"].as_str().unwrap().to_string();
+        if name == "vol-healthy-r-1a2b3c4d" || name == "vol-healthy-r-5e6f7a8b" {
+            o["spec"]["failedAt"] = json!("2026-11-30T11:50:00Z");
+        }
+    }
+    let (addr, _) = serve(items).await;
+    let admitter =
+        Admitter::new(stale_view(), Arc::new(Policy::default()), Some(confirm::confirmer(client(addr))));
+    let out =
+        admitter.admit(WebhookKind::Validate, &eviction_node_3(), Duration::from_secs(5)).await.unwrap();
+    assert!(!out.decision.allowed);
+    let st = out.decision.status.as_ref().unwrap();
+    assert_eq!(st.code, 429);
+    assert!(
+        st.message.starts_with(
+            "longhorn-guard: draining node-3 would strand 1 volume:\n- vol-healthy: last healthy"
+        ),
+        "{}",
+        st.message
+    );
+}
+
+/// Runs `check drain ARGS` with KUBECONFIG pointing at the stand-in API server.
+async fn check_live(addr: SocketAddr, args: &[&str]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\
+             contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\n\
+             users:\n- name: fake\n  user: {{}}\n"
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+            .args(["check", "drain"])
+            .args(&args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("LONGHORN_GUARD_LOG", "warn")
+            .output()
+            .unwrap();
+        drop(dir);
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_drain_reads_the_live_cluster() {
+    let (addr, _) = serve(snapshot_items()).await;
+    let (code, out, err) = check_live(addr, &["node-3"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("node-3: a drain would proceed (1 volume checked, none blocking)\n"), "{out}");
+
+    let (code, out, _) = check_live(addr, &["node-1", "--output", "json"]).await;
+    assert_eq!(code, 1);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["drain"], "block");
+
+    let (code, _, err) = check_live(addr, &["node-9"]).await;
+    assert_eq!(code, 2);
+    assert!(err.contains("node node-9 is not in the cluster (known nodes: node-1, node-2, node-3)"), "{err}");
+}

@@ -1,0 +1,587 @@
+//! Replica-count and settings rules, fed with the captured AdmissionReviews of
+//! ../shared/fixtures/admission against the three-node cluster snapshot.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use longhorn_guard::admission::{parse_review, AdmissionRequest};
+use longhorn_guard::admit::{Admitter, WebhookKind};
+use longhorn_guard::cluster::{snapshot, ClusterView, SharedView};
+use longhorn_guard::decision::{Decision, MAX_WARNING_LEN};
+use longhorn_guard::policy::{self, Policy};
+use serde_json::{json, Value};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+
+fn view() -> ClusterView {
+    snapshot::load(Path::new(&format!("{FIXTURES}/cluster/snapshot-three-nodes.json"))).unwrap()
+}
+
+fn body(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{FIXTURES}/admission/{name}")).unwrap()
+}
+
+fn request(name: &str) -> AdmissionRequest {
+    parse_review(&body(name)).unwrap()
+}
+
+fn deny_policy() -> Policy {
+    Policy::parse("replicas:\n  action: deny\n").unwrap()
+}
+
+fn decide(req: &AdmissionRequest, policy: &Policy) -> Decision {
+    policy::validate(req, &view(), policy, SystemTime::now())
+}
+
+/// Asserts an allow with exactly these warnings, each within the Kubernetes limit.
+fn assert_warns(d: &Decision, want: &[&str]) {
+    assert!(d.allowed, "expected an allow: {d:?}");
+    assert_eq!(d.status, None);
+    assert_eq!(d.warnings, want);
+    for w in &d.warnings {
+        assert!(w.chars().count() <= MAX_WARNING_LEN, "{} chars: {w}", w.chars().count());
+    }
+}
+
+/// Asserts a 422 Invalid denial with one field cause carrying the message.
+fn assert_invalid(d: &Decision, field: &str, message: &str) {
+    assert!(!d.allowed, "expected a denial: {d:?}");
+    let st = d.status.as_ref().unwrap();
+    assert_eq!((st.code, st.reason.as_str(), st.message.as_str()), (422, "Invalid", message));
+    assert_eq!(st.causes.len(), 1, "{st:?}");
+    assert_eq!(
+        (st.causes[0].type_.as_str(), st.causes[0].field.as_str(), st.causes[0].message.as_str()),
+        ("FieldValueInvalid", field, message)
+    );
+    assert_eq!(d.rule, "replicas");
+}
+
+const SETTING_JSON: &str =
+    "longhorn-guard: default-replica-count v1=2, v2=2: 2 replicas tolerate 1 node failure; policy minimum is 3";
+const SETTING_PLAIN: &str =
+    "longhorn-guard: default-replica-count=2 (all engines): 2 replicas tolerate 1 node failure; policy minimum is 3";
+const DRAIN_POLICY: &str = "longhorn-guard: node-drain-policy=always-allow: Longhorn stops blocking drains; \
+                            longhorn-guard still blocks unsafe ones";
+const STORAGE_NETWORK: &str = "longhorn-guard: storage-network=kube-system/storage-net: recreates all \
+                               instance managers; the init gate guards start-up";
+const SC_ONE: &str =
+    "longhorn-guard: storageclass longhorn-1-replica: numberOfReplicas=1 has no redundancy; policy minimum is 3";
+const VOL_CREATE: &str = "longhorn-guard: volume pvc-3f1c2d4e-5...f-0a1b2c3d4e5f: numberOfReplicas=2 \
+                          tolerates 1 node failure; policy minimum is 3";
+const VOL_CREATE_FULL: &str = "longhorn-guard: volume pvc-3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f: \
+                               numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3";
+const VOL_NODES: &str =
+    "longhorn-guard: volume pvc-d0c1b2a3-e4f5...c7d-9e0f1a2b3c4d: numberOfReplicas=3 > 2 \
+                         schedulable nodes; it stays degraded";
+const VOL_UPDATE: &str = "longhorn-guard: volume pvc-6a2e4c1d-8b3f-...9c7d-1f0e2d3c4b5a: numberOfReplicas=1 \
+                          has no redundancy; policy minimum is 3";
+const VOL_UPDATE_FULL: &str = "longhorn-guard: volume pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a: \
+                               numberOfReplicas=1 has no redundancy; policy minimum is 3";
+
+#[test]
+fn setting_at_the_minimum_gives_no_warning() {
+    for policy in [Policy::default(), deny_policy()] {
+        let d = decide(&request("setting-create.json"), &policy);
+        assert_warns(&d, &[]);
+        assert_eq!(d.rule, "replicas");
+    }
+}
+
+#[test]
+fn default_replica_count_both_value_forms_warn() {
+    let d = decide(&request("setting-update.json"), &Policy::default());
+    assert_warns(&d, &[SETTING_JSON]);
+    assert_eq!(d.rule, "replicas");
+    let d = decide(&request("setting-update-plain.json"), &Policy::default());
+    assert_warns(&d, &[SETTING_PLAIN]);
+}
+
+#[test]
+fn default_replica_count_both_value_forms_deny() {
+    assert_invalid(&decide(&request("setting-update.json"), &deny_policy()), "value", SETTING_JSON);
+    assert_invalid(&decide(&request("setting-update-plain.json"), &deny_policy()), "value", SETTING_PLAIN);
+}
+
+#[test]
+fn default_replica_count_groups_engines_and_names_each_count() {
+    let mut req = request("setting-update.json");
+    req.object.as_mut().unwrap()["value"] = json!(r#"{"v1":"1","v2":"2"}"#);
+    assert_warns(
+        &decide(&req, &Policy::default()),
+        &[
+            "longhorn-guard: default-replica-count v1=1: no redundancy, one node failure loses data; policy minimum is 3",
+            "longhorn-guard: default-replica-count v2=2: 2 replicas tolerate 1 node failure; policy minimum is 3",
+        ],
+    );
+    // With a lower minimum only v1 is below it.
+    let p = Policy::parse("replicas:\n  minimum: 2\n").unwrap();
+    assert_warns(
+        &decide(&req, &p),
+        &["longhorn-guard: default-replica-count v1=1: no redundancy, one node failure loses data; policy minimum is 2"],
+    );
+    // Deny: both findings in one message, one cause each.
+    let d = decide(&req, &deny_policy());
+    let st = d.status.unwrap();
+    assert_eq!(st.code, 422);
+    assert_eq!(st.causes.len(), 2);
+    assert!(st.causes.iter().all(|c| c.field == "value"));
+}
+
+#[test]
+fn unreadable_default_replica_count_is_allowed_with_a_warning() {
+    let cases = [
+        (
+            "three",
+            r#"longhorn-guard: cannot read default-replica-count "three" (want 1..20 or {"v1":"3",...}); not checked"#,
+        ),
+        (
+            r#"{"v1":"two","v2":"3"}"#,
+            r#"longhorn-guard: cannot read default-replica-count v1="two" (want 1..20); not checked"#,
+        ),
+        (
+            r#"{"v1":"3""#,
+            r#"longhorn-guard: cannot read default-replica-count "{"v1":"3"" (not a JSON object); not checked"#,
+        ),
+        ("{}", r#"longhorn-guard: cannot read default-replica-count {} (names no data engine); not checked"#),
+        (
+            "0",
+            r#"longhorn-guard: cannot read default-replica-count "0" (want 1..20 or {"v1":"3",...}); not checked"#,
+        ),
+        (
+            "",
+            r#"longhorn-guard: cannot read default-replica-count "" (want 1..20 or {"v1":"3",...}); not checked"#,
+        ),
+        (
+            "a-very-long-value-that-is-not-a-number-at-all",
+            r#"longhorn-guard: cannot read default-replica-count "a-very-lo...r-at-all" (want 1..20 or {"v1":"3",...}); not checked"#,
+        ),
+    ];
+    for (value, want) in cases {
+        let mut req = request("setting-update-plain.json");
+        req.object.as_mut().unwrap()["value"] = json!(value);
+        for policy in [Policy::default(), deny_policy()] {
+            assert_warns(&decide(&req, &policy), &[want]);
+        }
+    }
+}
+
+#[test]
+fn unchanged_low_value_is_warned_not_denied() {
+    // An UPDATE that leaves a low count alone (labels, finalizers, Longhorn's own writes).
+    let mut req = request("setting-update.json");
+    req.old_object.as_mut().unwrap()["value"] = req.object.as_ref().unwrap()["value"].clone();
+    assert_warns(&decide(&req, &deny_policy()), &[SETTING_JSON]);
+
+    let mut req = request("volume-update-replicas.json");
+    req.old_object.as_mut().unwrap()["spec"]["numberOfReplicas"] = json!(1);
+    assert_warns(&decide(&req, &deny_policy()), &[VOL_UPDATE]);
+}
+
+#[test]
+fn raising_a_low_count_is_warned_not_denied() {
+    // 1 -> 2: still below 3, but a step towards it.
+    let mut req = request("volume-create.json");
+    req.operation = longhorn_guard::admission::Operation::Update;
+    let mut old = req.object.clone().unwrap();
+    old["spec"]["numberOfReplicas"] = json!(1);
+    req.old_object = Some(old);
+    assert_warns(&decide(&req, &deny_policy()), &[VOL_CREATE]);
+
+    // default-replica-count {"v1":"1","v2":"1"} -> {"v1":"2","v2":"2"}.
+    let mut req = request("setting-update.json");
+    req.old_object.as_mut().unwrap()["value"] = json!(r#"{"v1":"1","v2":"1"}"#);
+    assert_warns(&decide(&req, &deny_policy()), &[SETTING_JSON]);
+    // "1" -> "2" in the plain form.
+    let mut req = request("setting-update-plain.json");
+    req.old_object.as_mut().unwrap()["value"] = json!("1");
+    assert_warns(&decide(&req, &deny_policy()), &[SETTING_PLAIN]);
+    // {"v1":"1","v2":"3"} -> "2": v2 is lowered, so it is denied.
+    req.old_object.as_mut().unwrap()["value"] = json!(r#"{"v1":"1","v2":"3"}"#);
+    assert_invalid(&decide(&req, &deny_policy()), "value", SETTING_PLAIN);
+    // An unreadable old value counts as lowered.
+    req.old_object.as_mut().unwrap()["value"] = json!("junk");
+    assert_invalid(&decide(&req, &deny_policy()), "value", SETTING_PLAIN);
+}
+
+#[test]
+fn settings_that_remove_protection_warn_under_both_actions() {
+    for policy in [Policy::default(), deny_policy()] {
+        let d = decide(&request("setting-update-node-drain-policy.json"), &policy);
+        assert_warns(&d, &[DRAIN_POLICY]);
+        assert_eq!(d.rule, "settings");
+        let d = decide(&request("setting-update-storage-network.json"), &policy);
+        assert_warns(&d, &[STORAGE_NETWORK]);
+        assert_eq!(d.rule, "settings");
+    }
+}
+
+#[test]
+fn drain_policy_warning_follows_drain_action() {
+    let req = request("setting-update-node-drain-policy.json");
+    let p = Policy::parse("drain:\n  action: warn\n").unwrap();
+    assert_warns(
+        &decide(&req, &p),
+        &["longhorn-guard: node-drain-policy=always-allow: Longhorn stops blocking drains; drain.action=warn: nothing blocks them"],
+    );
+    let p = Policy::parse("drain:\n  action: off\n").unwrap();
+    assert_warns(
+        &decide(&req, &p),
+        &["longhorn-guard: node-drain-policy=always-allow: Longhorn stops blocking drains; drain.action=off: nothing blocks them"],
+    );
+    let mut other = req.clone();
+    other.object.as_mut().unwrap()["value"] = json!("block-for-eviction");
+    assert_warns(&decide(&other, &Policy::default()), &[]);
+}
+
+#[test]
+fn storage_network_values() {
+    let req = request("setting-update-storage-network.json");
+    let with = |value: &str, old: &str| {
+        let mut r = req.clone();
+        r.object.as_mut().unwrap()["value"] = json!(value);
+        r.old_object.as_mut().unwrap()["value"] = json!(old);
+        r
+    };
+    let p = Policy::default();
+    assert_warns(&decide(&with("", "kube-system/storage-net"), &p), &[]);
+    assert_warns(&decide(&with("kube-system/storage-net", "kube-system/storage-net"), &p), &[]);
+    assert_warns(
+        &decide(&with("storage-net", ""), &p),
+        &[r#"longhorn-guard: storage-network="storage-net" is not <namespace>/<name>; Longhorn rejects it"#],
+    );
+    let gate_off = Policy::parse("gate:\n  enabled: false\n").unwrap();
+    assert_warns(
+        &decide(&with("kube-system/storage-net", ""), &gate_off),
+        &["longhorn-guard: storage-network=kube-system/storage-net: recreates all instance managers; the init gate is off"],
+    );
+    // A long value is clipped in the middle, never past the limit.
+    let long = format!("{}/{}", "n".repeat(60), "x".repeat(60));
+    let d = decide(&with(&long, ""), &p);
+    assert_eq!(d.warnings.len(), 1);
+    assert_eq!(d.warnings[0].chars().count(), MAX_WARNING_LEN);
+    assert!(
+        d.warnings[0].ends_with(": recreates all instance managers; the init gate guards start-up"),
+        "{}",
+        d.warnings[0]
+    );
+}
+
+#[test]
+fn storage_class_fixture() {
+    let req = request("storageclass-create-longhorn-1-replica.json");
+    let d = decide(&req, &Policy::default());
+    assert_warns(&d, &[SC_ONE]);
+    assert_eq!(d.rule, "replicas");
+    assert_invalid(&decide(&req, &deny_policy()), "parameters.numberOfReplicas", SC_ONE);
+    // A per-StorageClass override.
+    let p = Policy::parse("replicas:\n  storageClassMinimums: {longhorn-1-replica: 1}\n").unwrap();
+    assert_warns(&decide(&req, &p), &[]);
+}
+
+#[test]
+fn storage_class_edge_cases() {
+    let base = request("storageclass-create-longhorn-1-replica.json");
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut r = base.clone();
+        f(r.object.as_mut().unwrap());
+        r
+    };
+    let p = Policy::default();
+    let other = with(&|o| o["provisioner"] = json!("ebs.csi.aws.com"));
+    assert_warns(&decide(&other, &p), &[]);
+    let bad = with(&|o| o["parameters"]["numberOfReplicas"] = json!("one"));
+    for policy in [Policy::default(), deny_policy()] {
+        assert_warns(
+            &decide(&bad, &policy),
+            &[
+                r#"longhorn-guard: storageclass longhorn-1-replica: cannot read numberOfReplicas "one": not a count in 1..20; not checked"#,
+            ],
+        );
+    }
+    // No parameter: the cluster default (3 in the snapshot) applies, nothing to say.
+    let none = with(&|o| {
+        o["parameters"].as_object_mut().unwrap().remove("numberOfReplicas");
+    });
+    assert_warns(&decide(&none, &p), &[]);
+}
+
+#[test]
+fn volume_fixtures_default_policy() {
+    assert_warns(&decide(&request("volume-create.json"), &Policy::default()), &[VOL_CREATE]);
+    // 3 replicas, but node-3 is cordoned (Schedulable=False): only 2 nodes can take one.
+    assert_warns(&decide(&request("volume-create-dry-run.json"), &Policy::default()), &[VOL_NODES]);
+    assert_warns(&decide(&request("volume-update-replicas.json"), &Policy::default()), &[VOL_UPDATE]);
+}
+
+#[test]
+fn volume_fixtures_deny_policy() {
+    assert_invalid(
+        &decide(&request("volume-create.json"), &deny_policy()),
+        "spec.numberOfReplicas",
+        VOL_CREATE_FULL,
+    );
+    assert_invalid(
+        &decide(&request("volume-update-replicas.json"), &deny_policy()),
+        "spec.numberOfReplicas",
+        VOL_UPDATE_FULL,
+    );
+    // Too many replicas for the schedulable nodes is a warning, never a denial.
+    assert_warns(&decide(&request("volume-create-dry-run.json"), &deny_policy()), &[VOL_NODES]);
+}
+
+fn volume_req(f: impl Fn(&mut Value)) -> AdmissionRequest {
+    let mut r = request("volume-create.json");
+    f(r.object.as_mut().unwrap());
+    r
+}
+
+#[test]
+fn volume_zero_resolves_the_default_setting() {
+    let req = volume_req(|o| {
+        o["spec"]["numberOfReplicas"] = json!(0);
+        o["metadata"]["name"] = json!("vol-a");
+    });
+    // The snapshot's default is {"v1":"3","v2":"3"}: at the minimum, but more than the two
+    // schedulable nodes (node-3 is cordoned).
+    assert_warns(
+        &decide(&req, &Policy::default()),
+        &["longhorn-guard: volume vol-a: numberOfReplicas=3 > 2 schedulable nodes; it stays degraded"],
+    );
+    // With v2=2 in the view, a v2 volume is below the minimum; a warning even under deny.
+    let mut view = view();
+    let setting = json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
+        "metadata": {"name": "default-replica-count", "namespace": "longhorn-system"},
+        "value": "{\"v1\":\"3\",\"v2\":\"2\"}"});
+    view.upsert(
+        longhorn_guard::cluster::Object::from_value(longhorn_guard::cluster::ObjectKind::Setting, setting)
+            .unwrap(),
+        SystemTime::now(),
+    );
+    let v2 = volume_req(|o| {
+        o["spec"]["numberOfReplicas"] = json!(0);
+        o["spec"]["dataEngine"] = json!("v2");
+        o["metadata"]["name"] = json!("vol-a");
+    });
+    for policy in [Policy::default(), deny_policy()] {
+        assert_warns(
+            &policy::validate(&v2, &view, &policy, SystemTime::now()),
+            &["longhorn-guard: volume vol-a: numberOfReplicas=0 means default-replica-count v2=2; policy minimum is 3"],
+        );
+    }
+    // Without the setting in the view it cannot be resolved.
+    let empty = ClusterView::new(longhorn_guard::cluster::Source::Direct);
+    assert_warns(
+        &policy::validate(&req, &empty, &Policy::default(), SystemTime::now()),
+        &["longhorn-guard: volume vol-a: numberOfReplicas=0 means default-replica-count, not known here; not checked"],
+    );
+}
+
+#[test]
+fn strict_local_and_namespace_minimums() {
+    let req = volume_req(|o| {
+        o["metadata"]["name"] = json!("cache");
+        o["spec"]["numberOfReplicas"] = json!(1);
+        o["spec"]["dataLocality"] = json!("strict-local");
+    });
+    assert_warns(
+        &decide(&req, &Policy::default()),
+        &[
+            "longhorn-guard: volume cache: numberOfReplicas=1 has no redundancy; policy minimum is 3",
+            "longhorn-guard: volume cache: strict-local keeps 1 replica; every drain of its node will block",
+        ],
+    );
+    // Deny: the count is denied, the strict-local note rides along as a warning.
+    let d = decide(&req, &deny_policy());
+    assert_eq!(d.status.as_ref().unwrap().causes[0].field, "spec.numberOfReplicas");
+    assert_eq!(
+        d.warnings,
+        ["longhorn-guard: volume cache: strict-local keeps 1 replica; every drain of its node will block"]
+    );
+
+    let in_ns = |ns: &str| {
+        volume_req(move |o| {
+            o["metadata"]["name"] = json!("scratch");
+            o["status"] = json!({"kubernetesStatus": {"namespace": ns, "pvcName": "data"}});
+        })
+    };
+    let p = Policy::parse("replicas:\n  namespaceMinimums: {ci: 2, prod: 4}\n").unwrap();
+    assert_warns(&decide(&in_ns("ci"), &p), &[]);
+    assert_warns(
+        &decide(&in_ns("prod"), &p),
+        &["longhorn-guard: volume scratch: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 4"],
+    );
+    assert_warns(
+        &decide(&in_ns("other"), &p),
+        &["longhorn-guard: volume scratch: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"],
+    );
+}
+
+#[test]
+fn soft_anti_affinity_silences_the_node_count_warning() {
+    let mut view = view();
+    let setting = json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
+        "metadata": {"name": "replica-soft-anti-affinity", "namespace": "longhorn-system"}, "value": "true"});
+    view.upsert(
+        longhorn_guard::cluster::Object::from_value(longhorn_guard::cluster::ObjectKind::Setting, setting)
+            .unwrap(),
+        SystemTime::now(),
+    );
+    let d = policy::validate(
+        &request("volume-create-dry-run.json"),
+        &view,
+        &Policy::default(),
+        SystemTime::now(),
+    );
+    assert_warns(&d, &[]);
+}
+
+#[test]
+fn malformed_objects_are_bad_requests_not_allows() {
+    let req = volume_req(|o| o["spec"]["numberOfReplicas"] = json!("three"));
+    let d = decide(&req, &Policy::default());
+    assert!(!d.allowed);
+    assert_eq!(d.status.as_ref().unwrap().code, 400);
+    let mut req = request("setting-update.json");
+    req.object.as_mut().unwrap()["value"] = json!(2);
+    let d = decide(&req, &Policy::default());
+    assert_eq!(
+        d.status.unwrap().message,
+        "longhorn-guard: request.object.value is malformed: must be a string"
+    );
+}
+
+#[test]
+fn long_names_are_clipped_to_the_limit() {
+    let name = "v".repeat(253);
+    let req = volume_req(|o| {
+        o["metadata"]["name"] = json!(name);
+        o["spec"]["numberOfReplicas"] = json!(1);
+        o["spec"]["dataLocality"] = json!("strict-local");
+    });
+    let d = decide(&req, &Policy::default());
+    assert_eq!(d.warnings.len(), 2);
+    for w in &d.warnings {
+        assert_eq!(w.chars().count(), MAX_WARNING_LEN, "{w}");
+        assert!(w.starts_with("longhorn-guard: volume vvvv"), "{w}");
+        assert!(w.contains("..."), "{w}");
+    }
+}
+
+/// What `kubectl apply` prints: each warning of the webhook's response after `Warning: `,
+/// before the object line (../shared/fixtures/kubectl-output/apply-with-warnings.txt).
+#[tokio::test]
+async fn kubectl_shows_the_response_warnings() {
+    let captured =
+        std::fs::read_to_string(format!("{FIXTURES}/kubectl-output/apply-with-warnings.txt")).unwrap();
+    let kubectl_warning_lines: Vec<&str> = captured.lines().filter(|l| l.starts_with("Warning: ")).collect();
+    assert!(!kubectl_warning_lines.is_empty());
+
+    let admitter = Admitter::new(SharedView::new(view()), Arc::new(Policy::default()), None);
+    let cases: [(&str, &[&str]); 4] = [
+        ("setting-update.json", &[SETTING_JSON]),
+        ("setting-update-plain.json", &[SETTING_PLAIN]),
+        ("setting-update-node-drain-policy.json", &[DRAIN_POLICY]),
+        ("storageclass-create-longhorn-1-replica.json", &[SC_ONE]),
+    ];
+    for (fixture, want) in cases {
+        let admitted =
+            admitter.admit(WebhookKind::Validate, &body(fixture), Duration::from_secs(5)).await.unwrap();
+        let response = &admitted.response["response"];
+        assert_eq!(response["allowed"], true);
+        assert_eq!(response["uid"], admitted.request.uid.as_str());
+        let shown: Vec<String> = response["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| format!("Warning: {}", w.as_str().unwrap()))
+            .collect();
+        let expected: Vec<String> = want.iter().map(|w| format!("Warning: {w}")).collect();
+        assert_eq!(shown, expected, "{fixture}");
+        for line in &shown {
+            // Same shape as kubectl's lines: one `Warning: ` and the text, on one line.
+            assert_eq!(line.matches("Warning: ").count(), 1);
+            assert!(!line.contains('\n'));
+            assert!(line.len() - "Warning: ".len() <= MAX_WARNING_LEN);
+        }
+    }
+    assert_eq!(
+        format!("Warning: {SETTING_PLAIN}"),
+        "Warning: longhorn-guard: default-replica-count=2 (all engines): 2 replicas tolerate 1 node failure; policy minimum is 3"
+    );
+}
+
+#[test]
+fn out_of_range_volume_count_is_not_checked() {
+    for n in [-1, 21] {
+        let req = volume_req(|o| {
+            o["metadata"]["name"] = json!("odd");
+            o["spec"]["numberOfReplicas"] = json!(n);
+        });
+        for policy in [Policy::default(), deny_policy()] {
+            assert_warns(
+                &decide(&req, &policy),
+                &[format!(
+                    "longhorn-guard: volume odd: numberOfReplicas={n} is not a count in 1..20; not checked"
+                )
+                .as_str()],
+            );
+        }
+    }
+}
+
+mod limits {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the names and values, every warning fits the limit, nothing panics, and a
+        /// denial is always 422 Invalid with a field cause.
+        #[test]
+        fn warnings_always_fit(
+            name in "[a-z0-9][a-z0-9.-]{0,252}",
+            count in -3i64..25,
+            value in ".{0,300}",
+            engine_counts in proptest::collection::btree_map("v[0-9]", 0i64..25, 0..4),
+            deny in any::<bool>(),
+        ) {
+            let view = view();
+            let policy = if deny { deny_policy() } else { Policy::default() };
+            let mut reqs = Vec::new();
+            let mut vol = request("volume-create.json");
+            vol.object.as_mut().unwrap()["metadata"]["name"] = json!(name);
+            vol.object.as_mut().unwrap()["spec"]["numberOfReplicas"] = json!(count);
+            vol.object.as_mut().unwrap()["spec"]["dataLocality"] = json!("strict-local");
+            reqs.push(vol);
+            let mut sc = request("storageclass-create-longhorn-1-replica.json");
+            sc.object.as_mut().unwrap()["metadata"]["name"] = json!(name);
+            sc.object.as_mut().unwrap()["parameters"]["numberOfReplicas"] = json!(value);
+            reqs.push(sc);
+            for (setting, v) in [
+                ("default-replica-count", value.clone()),
+                ("default-replica-count", serde_json::to_string(&engine_counts.iter().map(|(k, v)| (k.clone(), v.to_string())).collect::<std::collections::BTreeMap<_, _>>()).unwrap()),
+                ("storage-network", value.clone()),
+                ("storage-network", format!("{name}/{name}")),
+            ] {
+                let mut s = request("setting-update.json");
+                s.object.as_mut().unwrap()["metadata"]["name"] = json!(setting);
+                s.object.as_mut().unwrap()["value"] = json!(v);
+                reqs.push(s);
+            }
+            for req in reqs {
+                let d = policy::validate(&req, &view, &policy, SystemTime::now());
+                for w in &d.warnings {
+                    prop_assert!(w.chars().count() <= MAX_WARNING_LEN, "{} chars: {}", w.chars().count(), w);
+                    prop_assert!(w.starts_with("longhorn-guard: "), "{}", w);
+                }
+                if let Some(st) = d.status.as_ref() {
+                    prop_assert!(deny);
+                    prop_assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"));
+                    prop_assert!(!st.causes.is_empty());
+                }
+            }
+        }
+    }
+}

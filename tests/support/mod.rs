@@ -1,0 +1,210 @@
+//! Helpers for the server tests: certificates in a tempdir, the real server on 127.0.0.1:0,
+//! and a TLS client that trusts only the generated CA.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::rt::TokioIo;
+use longhorn_guard::admit::Admitter;
+use longhorn_guard::cluster::{snapshot, SharedView};
+use longhorn_guard::policy::Policy;
+use longhorn_guard::server::{Limits, Server, ServerConfig, ServerHandle};
+use longhorn_guard::tls::TlsFiles;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+pub const SNAPSHOT: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
+pub const ADMISSION_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission");
+
+/// Every admission fixture, sorted; `(path, is_mutating_body)`.
+pub fn admission_fixtures() -> Vec<(PathBuf, bool)> {
+    let mut v: Vec<(PathBuf, bool)> = std::fs::read_dir(ADMISSION_DIR)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            let m = p.file_stem().unwrap().to_string_lossy().ends_with("-mutating");
+            (p, m)
+        })
+        .collect();
+    v.sort();
+    assert!(v.len() >= 20, "expected the shared admission fixtures, found {}", v.len());
+    v
+}
+
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(ADMISSION_DIR).join(name)).unwrap()
+}
+
+pub fn install_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A server started on 127.0.0.1:0 with fresh certificates.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub handle: ServerHandle,
+    pub certs: tempfile::TempDir,
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+impl TestServer {
+    /// Certificates from `certs::generate` in a tempdir, the three-node snapshot, default policy.
+    pub async fn start(limits: Limits) -> Self {
+        let certs = tempfile::tempdir().unwrap();
+        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+        let tls = TlsFiles::in_dir(certs.path());
+        Self::start_with(certs, tls, limits).await
+    }
+
+    /// Serves `tls` (CA at `certs/ca.crt`) against the three-node snapshot.
+    pub async fn start_with(certs: tempfile::TempDir, tls: TlsFiles, limits: Limits) -> Self {
+        install_provider();
+        let view = SharedView::new(snapshot::load(Path::new(SNAPSHOT)).unwrap());
+        let admitter = Admitter::new(view, Arc::new(Policy::default()), None);
+        let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), tls, admitter, limits };
+        let (addr, handle) = Server::bind(config).await.unwrap();
+        let client = client_config(&certs.path().join("ca.crt"));
+        Self { addr, handle, certs, client }
+    }
+}
+
+/// A rustls client configuration trusting only the CA in `ca_pem`.
+pub fn client_config(ca_pem: &Path) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca_pem).unwrap();
+    for cert in rustls_pemfile::certs(&mut &pem[..]) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut cfg =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
+/// A TLS connection to `addr`, verifying the name `localhost`.
+pub async fn connect(
+    addr: SocketAddr,
+    cfg: &Arc<rustls::ClientConfig>,
+) -> std::io::Result<TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    TlsConnector::from(cfg.clone()).connect(ServerName::try_from("localhost").unwrap(), tcp).await
+}
+
+/// The leaf certificate the server presents on a new connection.
+/// (A full handshake: session resumption is off, since a resumed session shows the
+/// certificate of the session it resumes.)
+pub async fn served_cert(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> CertificateDer<'static> {
+    let mut fresh = (**cfg).clone();
+    fresh.resumption = rustls::client::Resumption::disabled();
+    let tls = connect(addr, &Arc::new(fresh)).await.unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].clone().into_owned()
+}
+
+/// The DER of the first certificate in a PEM file.
+pub fn pem_cert(path: &Path) -> CertificateDer<'static> {
+    let pem = std::fs::read(path).unwrap();
+    let der = rustls_pemfile::certs(&mut &pem[..]).next().unwrap().unwrap();
+    der
+}
+
+/// An HTTP response: status, content type, body.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+}
+
+/// One request over a new TLS connection.
+pub async fn request(
+    addr: SocketAddr,
+    cfg: &Arc<rustls::ClientConfig>,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<Reply, String> {
+    let tls = connect(addr, cfg).await.map_err(|e| format!("connect: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    send(&mut sender, method, path, body).await
+}
+
+/// One request over an open HTTP/1.1 connection.
+pub async fn send(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<Reply, String> {
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
+        .await
+        .map_err(|_| "timed out".to_string())?
+        .map_err(|e| format!("send: {e}"))?;
+    let status = resp.status().as_u16();
+    let content_type =
+        resp.headers().get("content-type").map(|v| v.to_str().unwrap_or("").to_string()).unwrap_or_default();
+    let body = resp.into_body().collect().await.map_err(|e| format!("body: {e}"))?.to_bytes().to_vec();
+    Ok(Reply { status, content_type, body })
+}
+
+/// Asserts the protocol shape of a response AdmissionReview for a request with `uid`.
+pub fn assert_review(resp: &serde_json::Value, uid: &str, what: &str) {
+    assert_eq!(resp["apiVersion"], "admission.k8s.io/v1", "{what}: {resp}");
+    assert_eq!(resp["kind"], "AdmissionReview", "{what}: {resp}");
+    let r = &resp["response"];
+    assert_eq!(r["uid"], uid, "{what}: uid not echoed: {resp}");
+    assert!(r["allowed"].is_boolean(), "{what}: allowed is not a bool: {resp}");
+    if let Some(patch) = r.get("patch") {
+        use base64::Engine as _;
+        let s = patch.as_str().unwrap_or_else(|| panic!("{what}: patch is not a string: {resp}"));
+        let bytes = base64::engine::general_purpose::STANDARD.decode(s).unwrap();
+        let ops: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert!(ops.is_array(), "{what}: patch is not a JSON array");
+        assert_eq!(r["patchType"], "JSONPatch", "{what}: {resp}");
+    }
+}
+
+/// The request uid of an AdmissionReview body.
+pub fn uid_of(body: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+    v["request"]["uid"].as_str().unwrap().to_string()
+}
+
+/// Limits with a fast certificate poll for tests.
+pub fn test_limits() -> Limits {
+    Limits { tls_reload_interval: Duration::from_millis(100), ..Limits::default() }
+}
