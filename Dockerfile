@@ -10,6 +10,7 @@ RUN cargo build --release --locked --bin longhorn-guard \
 
 # Run: distroless with glibc and CA certificates, no shell, no package manager, user 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot
+# The init gate runs /usr/local/bin/longhorn-guard (src/mutate/init_gate.rs GATE_BINARY).
 COPY --from=build /out/longhorn-guard /usr/local/bin/longhorn-guard
 USER 65532:65532
 EXPOSE 8443

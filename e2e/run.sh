@@ -372,6 +372,12 @@ run k -n "$LH_NS" get pod instance-manager-e2e00000000000000000000000000001 -o j
 check "an instance-manager pod with the networks annotation carries the init container longhorn-guard-gate" \
 	all 'has longhorn-guard-gate'
 check "its first container is still instance-manager" all 'has instance-manager'
+gate_image=$(sed -n 's/^  image: *//p' "$ROOT/manifests/base/policy.yaml")
+[ "$MODE" = in-cluster ] && gate_image=$IMAGE
+run k -n "$LH_NS" get pod instance-manager-e2e00000000000000000000000000001 \
+	-o jsonpath='{.spec.initContainers[0].image} {.spec.initContainers[0].command[0]} {.spec.initContainers[0].args[0]}'
+check "the gate runs 'longhorn-guard gate' from the policy's gate.image ($gate_image)" \
+	has "$gate_image /usr/local/bin/longhorn-guard gate"
 run k create -f - <<<"$(im_pod instance-manager-e2e00000000000000000000000000002 node-3 no)"
 run k -n "$LH_NS" get pod instance-manager-e2e00000000000000000000000000002 -o jsonpath='{.spec.initContainers[*].name}'
 check "an instance-manager pod without the annotation is left alone" all 'rc_is 0' 'lacks longhorn-guard-gate'

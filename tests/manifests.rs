@@ -520,3 +520,30 @@ fn local_overlay_points_every_webhook_at_a_url_and_keeps_the_rules() {
         assert_eq!(strip(w), strip(b), "{name}: only clientConfig differs from the base");
     }
 }
+
+#[test]
+fn dockerfile_builds_a_non_root_image_with_the_binary_where_the_gate_runs_it() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile")).unwrap();
+    let lines: Vec<&str> =
+        text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let froms: Vec<&&str> = lines.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(froms.len(), 2, "multi-stage: a build stage and a run stage: {froms:?}");
+    assert!(froms[1].contains("distroless"), "final image is distroless: {}", froms[1]);
+    assert!(text.contains("cargo build --release --locked"));
+    // The init gate runs `GATE_BINARY gate ...` from this image (src/mutate/init_gate.rs).
+    let gate_binary = longhorn_guard::mutate::init_gate::GATE_BINARY;
+    assert!(
+        lines.iter().any(|l| l.starts_with("COPY --from=") && l.ends_with(&format!(" {gate_binary}"))),
+        "the binary must be copied to {gate_binary}"
+    );
+    assert_eq!(
+        lines.iter().rfind(|l| l.starts_with("ENTRYPOINT")),
+        Some(&&*format!("ENTRYPOINT [\"{gate_binary}\"]"))
+    );
+    let user = lines.iter().rfind(|l| l.starts_with("USER ")).expect("a USER line");
+    assert!(user.starts_with("USER 65532"), "{user}");
+    // The Deployment runs as that user too.
+    let docs = base();
+    let dep = find(&docs, "Deployment", "longhorn-guard");
+    assert_eq!(dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"], 65532);
+}
