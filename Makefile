@@ -57,3 +57,19 @@ lint-example: build ## Lint the shipped samples in examples/lint (warn, deny and
 
 bench: ## Decision latency and view memory on a synthetic cluster (release build)
 	$(CARGO) bench --locked --bench decide
+
+# --- install / e2e (docs/install.md) ---
+KUBECTL    ?= kubectl
+OUT_DIR    ?= _out
+DEV_TLS    := manifests/overlays/dev-certs/tls
+E2E_BIN    ?= $(abspath $(BIN))
+
+manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS Secret + caBundle from certs/dev)
+	mkdir -p $(DEV_TLS) $(OUT_DIR)
+	printf '*\n' > $(OUT_DIR)/.gitignore
+	cp $(CERT_DIR)/ca.crt $(CERT_DIR)/tls.crt $(CERT_DIR)/tls.key $(DEV_TLS)/
+	$(KUBECTL) kustomize manifests/overlays/dev-certs > $(OUT_DIR)/manifests.yaml
+	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
+
+e2e: build ## End-to-end suite against the cluster KUBECONFIG names (docs/install.md)
+	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/run.sh
