@@ -241,6 +241,12 @@ fn helm_values_string_and_number_forms() {
         "values.yaml:2: HelmValues/defaultSettings.defaultReplicaCount: 3 is a number; Longhorn 1.10+ charts require a string, e.g. \"3\" (longhorn#11940)\n"
     );
     assert_eq!(r.exit_code(), 0);
+    // A number that is no count: the suggestion is a sensible count, not its float rendering.
+    let r =
+        lint_inputs(&input("defaultSettings:\n  defaultReplicaCount: 99999999999999999999999\n"), &policy);
+    let text = r.text();
+    assert!(text.contains("require a string, e.g. \"3\" (longhorn#11940)"), "{text}");
+    assert!(!text.contains("e.g. \"1e+23\""), "{text}");
     // Protection settings in values.
     let r = lint_inputs(
         &input("defaultSettings:\n  nodeDrainPolicy: always-allow\n  storageNetwork: bad\n"),
