@@ -108,8 +108,7 @@ pub fn render_table(a: &NodeAnalysis) -> String {
         let replicas: Vec<String> = v.replicas.iter().map(|r| format!("{}:{}", r.node, r.state)).collect();
         let protecting: Vec<String> =
             v.replicas.iter().filter(|r| r.protecting).map(|r| format!("{}:{}", r.node, r.state)).collect();
-        let mut reason =
-            if v.remedy.is_empty() { v.reason.clone() } else { format!("{}; {}", v.reason, v.remedy) };
+        let mut reason = v.explanation();
         if let Some(by) = &v.overridden {
             reason.push_str(&format!(" [override: {by}]"));
         }

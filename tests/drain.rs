@@ -198,7 +198,8 @@ fn last_healthy_replica_denies_and_names_the_volume() {
         "{msg}"
     );
     assert!(msg.contains("last healthy replica is on node-3"), "{msg}");
-    assert!(msg.contains("its replica on node-1 failed at 2026-11-30T11:40:00Z"), "{msg}");
+    // Replicas with the same reason share one clause; times are ages (now is 12:00Z).
+    assert!(msg.contains("; its replicas on node-1, node-2 each failed 20m ago; "), "{msg}");
     assert_eq!(msg.lines().count(), 2, "one line per volume: {msg}");
 }
 
@@ -209,8 +210,35 @@ fn other_replica_failed_denies() {
     fail(&mut s, "vol-healthy-r-1a2b3c4d");
     let d = drain(&s, "node-3");
     assert_denied_429(&d);
-    assert!(message(&d).contains("its replica on node-1 failed at"), "{}", message(&d));
-    assert!(message(&d).contains("wait for Longhorn to rebuild a healthy replica on another node"));
+    assert!(message(&d).contains("its replica on node-1 failed 20m ago"), "{}", message(&d));
+    assert!(message(&d).contains("wait for Longhorn to rebuild a healthy replica elsewhere"));
+}
+
+#[test]
+fn other_replica_absent_from_its_engines_replica_set_does_not_protect() {
+    // The engine (running, on node-2) lists only the node-3 replica: the healthy-looking one on
+    // node-1 is not used, so its healthyAt is history.
+    let mut s = pair();
+    let e = s.get("Engine", "vol-healthy-e-0");
+    for m in ["replicaModeMap", "currentReplicaAddressMap", "replicaTransitionTimeMap"] {
+        e["status"][m].as_object_mut().unwrap().remove("vol-healthy-r-1a2b3c4d");
+    }
+    let d = drain(&s, "node-3");
+    assert_denied_429(&d);
+    assert_eq!(
+        message(&d),
+        "longhorn-guard: draining node-3 would strand 1 volume:\n- vol-healthy: last healthy replica is on node-3; \
+         its replica on node-1 is not in its engine's replica set; wait for Longhorn to rebuild a healthy replica elsewhere"
+    );
+    let a = analyze_node(&s.view(), "node-3", &Policy::default(), now());
+    let r = a.volumes[0].replicas.iter().find(|r| r.name == "vol-healthy-r-1a2b3c4d").unwrap();
+    assert!(!r.protecting);
+    assert_eq!(r.why_not.as_deref(), Some("is not in its engine's replica set"));
+
+    // An empty map says nothing about the replica set (an engine that has not reported yet).
+    let mut s = pair();
+    s.get("Engine", "vol-healthy-e-0")["status"]["replicaModeMap"] = json!({});
+    assert_allowed(&drain(&s, "node-3"));
 }
 
 #[test]
@@ -236,11 +264,11 @@ fn stalled_rebuild_is_named_as_stalled() {
     let d = drain(&s, "node-3");
     assert_denied_429(&d);
     let msg = message(&d);
-    assert!(
-        msg.contains("its replica on node-1 is rebuilding, stalled at 0% since 2026-11-30T11:30:00Z"),
-        "{msg}"
+    assert_eq!(
+        msg,
+        "longhorn-guard: draining node-3 would strand 1 volume:\n- vol-healthy: last healthy replica is on node-3; \
+         its replica on node-1 is stuck rebuilding at 0% for 30m; check its engine and instance manager"
     );
-    assert!(msg.contains("the rebuild on node-1 is stalled"), "{msg}");
 
     // Within drain.stallAfter it is an ordinary rebuild.
     let young = Policy::parse("drain:\n  stallAfter: 1h\n").unwrap();
@@ -250,7 +278,57 @@ fn stalled_rebuild_is_named_as_stalled() {
     // Storage network set but the replica's storage IP is its pod IP: say why.
     s.get("Setting", "storage-network")["value"] = json!("kube-system/storage-net");
     let msg = message(&drain(&s, "node-3")).to_string();
-    assert!(msg.contains("the instance manager on node-1 started without the storage network"), "{msg}");
+    assert!(msg.ends_with("; restart its instance manager (no storage network)"), "{msg}");
+}
+
+/// Renames vol-healthy (Volume, Engine, Replicas) to a CSI-style 40-character PVC volume name.
+fn with_pvc_name(s: &mut State) -> String {
+    let new = "pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a".to_string();
+    let text = s.0.to_string().replace("vol-healthy", &new);
+    s.0 = serde_json::from_str(&text).unwrap();
+    new
+}
+
+#[test]
+fn each_volume_line_fits_one_terminal_line() {
+    // 160 columns with the fixture's names; a 40-character CSI volume name (pvc-<uuid>) adds
+    // 29 more in the longest case.
+    const TERMINAL: usize = 160;
+    const WITH_PVC_NAME: usize = 160 + 29;
+    let mut cases: Vec<(&str, State)> = Vec::new();
+    // A stalled rebuild whose instance manager lacks the storage network.
+    let mut s = pair();
+    rebuilding(&mut s, 0, "2026-11-30T11:19:51Z");
+    s.get("Setting", "storage-network")["value"] = json!("kube-system/storage-net");
+    cases.push(("stalled, no storage network", s));
+    // Two other replicas failed.
+    let mut s = State::base();
+    fail(&mut s, "vol-healthy-r-1a2b3c4d");
+    fail(&mut s, "vol-healthy-r-5e6f7a8b");
+    cases.push(("two failed", s));
+    // Attached on the drained node, holding the last healthy replica, with a PVC.
+    let mut s = State::base();
+    fail(&mut s, "vol-healthy-r-1a2b3c4d");
+    fail(&mut s, "vol-healthy-r-5e6f7a8b");
+    cases.push(("attached, PVC", s));
+    for (case, mut s) in cases {
+        for (limit, rename) in [(TERMINAL, false), (WITH_PVC_NAME, true)] {
+            let name = if rename { with_pvc_name(&mut s) } else { "vol-healthy".to_string() };
+            let mut denied = 0;
+            for node in ["node-2", "node-3"] {
+                let d = drain(&s, node);
+                let Some(st) = d.status.as_ref() else { continue };
+                denied += 1;
+                for line in st.message.lines().skip(1) {
+                    let n = line.chars().count();
+                    assert!(n <= limit, "{case}: {n} chars: {line}");
+                    assert!(!line.contains("2026-"), "{case}: ages, not timestamps: {line}");
+                }
+                assert!(st.message.contains(&format!("- {name}: ")), "{case}: {}", st.message);
+            }
+            assert!(denied > 0, "{case}");
+        }
+    }
 }
 
 #[test]
@@ -280,7 +358,7 @@ fn watch_view_dates_progress_changes() {
     let a = analyze_node(&view, "node-3", &Policy::default(), now());
     let v = &a.volumes[0];
     assert_eq!(v.verdict, Verdict::Block);
-    assert!(v.reason.contains("stalled at 40% since"), "{}", v.reason);
+    assert!(v.reason.contains("is stuck rebuilding at 40% for 11m"), "{}", v.reason);
     let healthy_stalled = |view: &ClusterView| {
         stalled_rebuilds(view, &Policy::default(), now())
             .into_iter()
@@ -442,13 +520,15 @@ fn pod_unknown_to_the_view_waits() {
     assert_eq!(
         message(&d),
         "longhorn-guard: pod longhorn-system/instance-manager-7b9c5d2e1f3a is not in the snapshot case.json; \
-         it may be an instance manager, so its eviction waits; retry in a few seconds"
+         it may be an instance manager, so its eviction is refused; use a snapshot that has it"
     );
+    assert!(!message(&d).contains("retry"), "a snapshot does not change: {}", message(&d));
     // A watch view that has not synced says so.
     let mut view = ClusterView::new(Source::Watch);
     view.touch(now());
     let d = policy::validate(&request(&body), &view, &Policy::default(), now());
     assert!(message(&d).contains("its watches are still syncing"), "{}", message(&d));
+    assert!(message(&d).ends_with("its eviction waits; retry in a few seconds"), "{}", message(&d));
 
     // The pod is missing but its InstanceManager is known: decided for that IM's node.
     let mut s = State::base();
@@ -496,7 +576,16 @@ fn node_delete_uses_the_same_computation() {
     assert_allowed(&d);
     assert_eq!(
         d.warnings,
-        vec!["longhorn-guard: node-3 still holds 1 Longhorn replica; delete them or later drains may hang (Longhorn #10833)"]
+        vec!["longhorn-guard: node-3 holds 1 Longhorn replica; delete that Replica object or later drains may hang (longhorn#10833)"]
+    );
+    // Several left: plural.
+    let mut s = State::base();
+    s.get("Replica", "vol-healthy-r-1a2b3c4d")["spec"]["nodeID"] = json!("node-3");
+    s.get("Replica", "vol-healthy-r-1a2b3c4d")["metadata"]["labels"]["longhornnode"] = json!("node-3");
+    let d = decide(&s, &for_node("node-3"), &Policy::default());
+    assert_eq!(
+        d.warnings,
+        vec!["longhorn-guard: node-3 holds 2 Longhorn replicas; delete those Replica objects or later drains may hang (longhorn#10833)"]
     );
 }
 
@@ -545,6 +634,34 @@ fn cordon_warns_within_the_limits_and_never_denies() {
     let d = decide(&State::base(), &b, &Policy::default());
     assert_allowed(&d);
     assert!(d.warnings.is_empty());
+}
+
+#[test]
+fn node_update_with_unreadable_objects_is_allowed_with_one_warning() {
+    let body = read_json("admission/node-update-cordon.json");
+    let mut no_old = body.clone();
+    no_old["request"].as_object_mut().unwrap().remove("oldObject");
+    let mut null_old = body.clone();
+    null_old["request"]["oldObject"] = Value::Null;
+    let mut odd_old = body.clone();
+    odd_old["request"]["oldObject"]["spec"] = json!("not an object");
+    let mut odd_new = body.clone();
+    odd_new["request"]["object"]["spec"]["unschedulable"] = json!("yes");
+    for (case, b, want) in [
+        ("missing oldObject", &no_old, "request.oldObject is missing"),
+        ("null oldObject", &null_old, "request.oldObject is missing"),
+        ("odd oldObject", &odd_old, "request.oldObject is malformed"),
+        ("odd object", &odd_new, "request.object is malformed"),
+    ] {
+        let d = decide(&State::base(), b, &Policy::default());
+        assert_allowed(&d);
+        assert_eq!(d.warnings.len(), 1, "{case}: {:?}", d.warnings);
+        let w = &d.warnings[0];
+        assert!(w.starts_with("longhorn-guard: could not read this Node update ("), "{case}: {w}");
+        assert!(w.contains(want), "{case}: {w}");
+        assert!(w.ends_with("); no drain preview"), "{case}: {w}");
+        assert!(w.chars().count() <= MAX_WARNING_LEN, "{case}: {w}");
+    }
 }
 
 #[test]
@@ -627,6 +744,26 @@ fn override_annotation_on_volume_or_node() {
         Some("node node-2 annotation longhorn-guard.io/allow-drain: node is being replaced")
     );
     assert_eq!(d.details.volumes, vec!["vol-detached", "vol-healthy"]);
+    // A volume override between two node-overridden volumes: each reason is named once.
+    let mut v = s.get("Volume", "vol-detached").clone();
+    v["metadata"]["name"] = json!("vol-e");
+    v["metadata"]["annotations"] = json!({ ALLOW_DRAIN_ANNOTATION: "scratch data" });
+    let mut r = s.get("Replica", "vol-detached-r-b1c2d3e4").clone();
+    r["metadata"]["name"] = json!("vol-e-r-1");
+    r["metadata"]["labels"]["longhornvolume"] = json!("vol-e");
+    r["spec"]["volumeName"] = json!("vol-e");
+    s.push(v);
+    s.push(r);
+    let d = drain(&s, "node-2");
+    assert_allowed(&d);
+    assert_eq!(d.details.volumes, vec!["vol-detached", "vol-e", "vol-healthy"]);
+    assert_eq!(
+        d.details.overridden.as_deref(),
+        Some(
+            "node node-2 annotation longhorn-guard.io/allow-drain: node is being replaced; \
+             volume vol-e annotation longhorn-guard.io/allow-drain: scratch data"
+        )
+    );
     // Nothing overridden when nothing blocked.
     let d = drain(&s, "node-3");
     assert!(d.details.overridden.is_none() && d.warnings.is_empty());

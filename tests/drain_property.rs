@@ -25,7 +25,8 @@ struct ReplicaSpec {
     deleting: bool,
     stopped: bool,
     im_name: bool,
-    /// 0 RW, 1 WO, 2 ERR, 3 absent from the engine's map.
+    /// 0 RW, 1 WO, 2 ERR, 3 absent from the engine's map (never protects when the map is
+    /// non-empty: the engine does not use it).
     mode: u8,
     progress: i64,
 }
@@ -256,6 +257,26 @@ proptest! {
         items.retain(|o| !(o["kind"] == "Replica" && o["metadata"]["name"] == gone.as_str()));
         let after = allowed(&items);
         prop_assert!(before || !after, "deny became allow after removing {gone}: {c:?}");
+    }
+
+    #[test]
+    fn a_replica_its_running_engine_does_not_list_never_protects(c in cluster()) {
+        let items = build(&c);
+        let a = analyze_node(&view(&items), "node-0", &Policy::default(), now());
+        for v in &a.volumes {
+            let vi: usize = v.volume.trim_start_matches("vol-").parse().unwrap();
+            let spec = &c.volumes[vi];
+            // The engine's map is non-empty when any replica has a mode (0..3).
+            if !spec.attached || spec.replicas.iter().all(|r| r.mode == 3) {
+                continue;
+            }
+            for (ri, r) in spec.replicas.iter().enumerate() {
+                if r.mode == 3 {
+                    let name = format!("{}-r-{ri}", v.volume);
+                    prop_assert!(!v.protecting.contains(&name), "{name} protects: {v:?}");
+                }
+            }
+        }
     }
 
     #[test]

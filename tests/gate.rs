@@ -316,6 +316,9 @@ fn bad_arguments_exit_2() {
         (&["--networks", "", "--api", "off", "--annotations-file", f], "names no network"),
         (&["--networks", "a/b", "--timeout", "0s", "--api", "off"], "must be longer than 0s"),
         (&["--networks", "a/b", "--poll-interval", "soon", "--api", "off"], "invalid duration"),
+        (&["--networks", "a/b", "--timeout", "18446744073709551615", "--api", "off"], "must be at most 1h"),
+        (&["--networks", "a/b", "--timeout", "2h", "--api", "off"], "must be at most 1h"),
+        (&["--networks", "a/b", "--poll-interval", "99999999999h", "--api", "off"], "--poll-interval"),
         (&["--api", "off"], "--networks"),
         (&["--networks", "a/b"], "--api auto needs --pod-name/POD_NAME and --pod-namespace/POD_NAMESPACE"),
     ];

@@ -48,7 +48,9 @@ fn expected_manifest_lines(deny: bool) -> Vec<String> {
         format!("{M}/helm-values.yaml:4: HelmValues/persistence.defaultClassReplicaCount: {d}storageclass longhorn: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         format!("{M}/helm-values.yaml:7: HelmValues/defaultSettings.defaultReplicaCount: 2 is a number; Longhorn 1.10+ charts require a string, e.g. \"2\" (longhorn#11940)"),
         format!("{M}/helm-values.yaml:7: HelmValues/defaultSettings.defaultReplicaCount: {d}default-replica-count=2 (all engines): 2 replicas tolerate 1 node failure; policy minimum is 3"),
-        format!("{M}/list.json:15: Volume/pvc-9b8a7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d: {d}numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
+        // Warnings keep the 40-character name whole within 120 characters with a shorter
+        // text; denials carry the full text.
+        format!("{M}/list.json:15: Volume/pvc-9b8a7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d: {d}numberOfReplicas=2 tolerates 1 node failure; {}", if deny { "policy minimum is 3" } else { "minimum 3" }),
         format!("{M}/low-replica.yaml:7: Setting/default-replica-count: {d}default-replica-count=2 (all engines): 2 replicas tolerate 1 node failure; policy minimum is 3"),
         format!("{M}/low-replica.yaml:16: Volume/scratch: {d}numberOfReplicas=1 has no redundancy; policy minimum is 3"),
         format!("{M}/low-replica.yaml:26: Volume/uses-default: numberOfReplicas=0 means default-replica-count v1=2; policy minimum is 3"),
@@ -239,6 +241,12 @@ fn helm_values_string_and_number_forms() {
         "values.yaml:2: HelmValues/defaultSettings.defaultReplicaCount: 3 is a number; Longhorn 1.10+ charts require a string, e.g. \"3\" (longhorn#11940)\n"
     );
     assert_eq!(r.exit_code(), 0);
+    // A number that is no count: the suggestion is a sensible count, not its float rendering.
+    let r =
+        lint_inputs(&input("defaultSettings:\n  defaultReplicaCount: 99999999999999999999999\n"), &policy);
+    let text = r.text();
+    assert!(text.contains("require a string, e.g. \"3\" (longhorn#11940)"), "{text}");
+    assert!(!text.contains("e.g. \"1e+23\""), "{text}");
     // Protection settings in values.
     let r = lint_inputs(
         &input("defaultSettings:\n  nodeDrainPolicy: always-allow\n  storageNetwork: bad\n"),

@@ -67,15 +67,17 @@ const STORAGE_NETWORK: &str = "longhorn-guard: storage-network=kube-system/stora
                                instance managers; the init gate guards start-up";
 const SC_ONE: &str =
     "longhorn-guard: storageclass longhorn-1-replica: numberOfReplicas=1 has no redundancy; policy minimum is 3";
-const VOL_CREATE: &str = "longhorn-guard: volume pvc-3f1c2d4e-5...f-0a1b2c3d4e5f: numberOfReplicas=2 \
-                          tolerates 1 node failure; policy minimum is 3";
+const VOL_CREATE: &str =
+    "longhorn-guard: volume pvc-3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f: numberOfReplicas=2 \
+                          tolerates 1 node failure; minimum 3";
 const VOL_CREATE_FULL: &str = "longhorn-guard: volume pvc-3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f: \
                                numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3";
 const VOL_NODES: &str =
-    "longhorn-guard: volume pvc-d0c1b2a3-e4f5...c7d-9e0f1a2b3c4d: numberOfReplicas=3 > 2 \
-                         schedulable nodes; it stays degraded";
-const VOL_UPDATE: &str = "longhorn-guard: volume pvc-6a2e4c1d-8b3f-...9c7d-1f0e2d3c4b5a: numberOfReplicas=1 \
-                          has no redundancy; policy minimum is 3";
+    "longhorn-guard: volume pvc-d0c1b2a3-e4f5-4a6b-8c7d-9e0f1a2b3c4d: numberOfReplicas=3 > 2 \
+                         schedulable nodes: degraded";
+const VOL_UPDATE: &str =
+    "longhorn-guard: volume pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a: numberOfReplicas=1 \
+                          has no redundancy; minimum 3";
 const VOL_UPDATE_FULL: &str = "longhorn-guard: volume pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a: \
                                numberOfReplicas=1 has no redundancy; policy minimum is 3";
 
@@ -509,6 +511,122 @@ async fn kubectl_shows_the_response_warnings() {
         format!("Warning: {SETTING_PLAIN}"),
         "Warning: longhorn-guard: default-replica-count=2 (all engines): 2 replicas tolerate 1 node failure; policy minimum is 3"
     );
+}
+
+/// One command of a captured kubectl transcript: `$ cmd`, its `Warning: ` lines, the object
+/// line (`<resource>.<group>/<name> <verb>`) and `[exit code: N]`.
+#[derive(Debug)]
+struct Transcript {
+    command: String,
+    warnings: Vec<String>,
+    object: String,
+    exit: String,
+}
+
+impl Transcript {
+    /// Splits the fixture into its blank-line separated commands.
+    fn parse_all(text: &str) -> Vec<Transcript> {
+        text.split("\n\n")
+            .filter(|b| !b.trim().is_empty())
+            .map(|block| {
+                let lines: Vec<&str> = block.lines().collect();
+                assert!(lines.len() >= 3, "{block}");
+                let command = lines[0].strip_prefix("$ ").expect("a command line").to_string();
+                let warnings = lines[1..lines.len() - 2]
+                    .iter()
+                    .map(|l| l.strip_prefix("Warning: ").expect("a Warning line").to_string())
+                    .collect();
+                Transcript {
+                    command,
+                    warnings,
+                    object: lines[lines.len() - 2].to_string(),
+                    exit: lines[lines.len() - 1].to_string(),
+                }
+            })
+            .collect()
+    }
+
+    /// The lines kubectl prints for it.
+    fn render(&self) -> Vec<String> {
+        let mut out = vec![format!("$ {}", self.command)];
+        out.extend(self.warnings.iter().map(|w| format!("Warning: {w}")));
+        out.push(self.object.clone());
+        out.push(self.exit.clone());
+        out
+    }
+}
+
+/// Each rendered line is of the same kind as the captured line it stands for.
+fn line_kind(line: &str) -> &'static str {
+    if line.starts_with("$ kubectl ") {
+        "command"
+    } else if line.starts_with("Warning: ") && !line["Warning: ".len()..].starts_with(' ') {
+        "warning"
+    } else if line.starts_with("[exit code: ") {
+        "exit"
+    } else if line.split_once(' ').is_some_and(|(obj, verb)| {
+        obj.contains('/') && matches!(verb, "configured" | "patched" | "created" | "unchanged")
+    }) {
+        "object"
+    } else {
+        "other"
+    }
+}
+
+#[tokio::test]
+async fn our_warnings_print_like_the_captured_kubectl_transcript() {
+    let captured =
+        std::fs::read_to_string(format!("{FIXTURES}/kubectl-output/apply-with-warnings.txt")).unwrap();
+    let blocks = Transcript::parse_all(&captured);
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    // The parser and renderer reproduce the capture exactly.
+    let reproduced: Vec<String> = blocks.iter().flat_map(|b| b.render()).collect();
+    let original: Vec<&str> = captured.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(reproduced, original);
+
+    let admitter = Admitter::new(SharedView::new(view()), Arc::new(Policy::default()), None);
+    for (block, fixture, want) in [
+        (&blocks[0], "setting-update-plain.json", SETTING_PLAIN),
+        (&blocks[1], "setting-update.json", SETTING_JSON),
+    ] {
+        let admitted =
+            admitter.admit(WebhookKind::Validate, &body(fixture), Duration::from_secs(5)).await.unwrap();
+        let response = &admitted.response["response"];
+        assert_eq!(response["allowed"], true, "{fixture}");
+        let req = &admitted.request;
+        // The object line names what the request names.
+        assert_eq!(block.object.split_once(' ').unwrap().0, format!("setting.longhorn.io/{}", req.name()));
+        let ours = Transcript {
+            command: block.command.clone(),
+            warnings: response["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_str().unwrap().to_string())
+                .collect(),
+            object: block.object.clone(),
+            exit: block.exit.clone(),
+        };
+        let (ours, theirs) = (ours.render(), block.render());
+        assert_eq!(ours[1..ours.len() - 2], [format!("Warning: {want}")], "{fixture}");
+        // Line by line the same kinds in the same order: the command, warnings, then the
+        // object line and the exit code, exactly as kubectl prints them.
+        let kinds = |lines: &[String]| {
+            let mut k: Vec<&'static str> = lines.iter().map(|l| line_kind(l)).collect();
+            k.dedup();
+            k
+        };
+        assert_eq!(kinds(&ours), ["command", "warning", "object", "exit"], "{ours:?}");
+        assert_eq!(kinds(&ours), kinds(&theirs), "{ours:?} vs {theirs:?}");
+        assert_eq!(ours.first(), theirs.first());
+        assert_eq!(ours[ours.len() - 2..], theirs[theirs.len() - 2..]);
+        for line in &ours {
+            assert!(!line.contains('\n'), "{line}");
+            if line_kind(line) == "warning" {
+                assert!(line.chars().count() - "Warning: ".len() <= MAX_WARNING_LEN, "{line}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::{ClusterView, Object, ObjectKind, Source, LONGHORN_NAMESPACE};
 use crate::admit::Confirmer;
+use crate::policy::drain::{engines_reported_by, volume_of_engine_name};
 
 /// Why a confirmation read failed. One line each.
 #[derive(Debug, thiserror::Error)]
@@ -111,18 +112,12 @@ pub async fn read_node_state(client: &kube::Client, node: &str) -> Result<Cluste
             _ => {}
         }
     }
-    for o in &ims {
-        if let Object::InstanceManager(im) = o {
-            if im.spec.node_id == node {
-                for name in
-                    im.status.instance_engines.keys().chain(im.status.instance_engine_frontends.keys())
-                {
-                    if let Some((vol, _)) = name.rsplit_once("-e-") {
-                        volumes.insert(vol.to_string());
-                    }
-                }
-            }
-        }
+    let ims_here = ims.iter().filter_map(|o| match o {
+        Object::InstanceManager(im) if im.spec.node_id == node => Some(im),
+        _ => None,
+    });
+    for engine in engines_reported_by(ims_here) {
+        volumes.extend(volume_of_engine_name(&engine).map(str::to_string));
     }
 
     let per_volume = try_join_all(volumes.iter().map(|v| async move {

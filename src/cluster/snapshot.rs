@@ -159,4 +159,52 @@ mod tests {
             assert!(parse(text, Path::new("bad")).is_err(), "{text}");
         }
     }
+
+    #[test]
+    fn the_shared_snapshot_reads_the_same_as_yaml_and_as_json() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster");
+        let yaml = load(Path::new(&format!("{dir}/snapshot-three-nodes.yaml"))).unwrap();
+        let json = load(Path::new(&format!("{dir}/snapshot-three-nodes.json"))).unwrap();
+        let want = vec![
+            (ObjectKind::Node, 3),
+            (ObjectKind::Pod, 3),
+            (ObjectKind::StorageClass, 0),
+            (ObjectKind::Volume, 3),
+            (ObjectKind::Replica, 6),
+            (ObjectKind::Engine, 2),
+            (ObjectKind::LonghornNode, 3),
+            (ObjectKind::Setting, 3),
+            (ObjectKind::InstanceManager, 3),
+        ];
+        for view in [&yaml, &json] {
+            assert_eq!(view.counts(), want);
+            for (node, cordoned) in [("node-1", false), ("node-2", false), ("node-3", true)] {
+                assert_eq!(view.is_node_cordoned(node), Some(cordoned), "{node}");
+            }
+            let mut on_2: Vec<&str> =
+                view.replicas_on_node("node-2").filter_map(|r| r.metadata.name.as_deref()).collect();
+            on_2.sort_unstable();
+            assert_eq!(
+                on_2,
+                ["vol-degraded-r-7d8e9f0a", "vol-detached-r-b1c2d3e4", "vol-healthy-r-5e6f7a8b"]
+            );
+            assert_eq!(view.setting("default-replica-count"), Some(r#"{"v1":"3","v2":"3"}"#));
+            assert_eq!(view.setting("node-drain-policy"), Some("block-if-contains-last-replica"));
+            assert_eq!(view.setting("storage-network"), Some(""));
+        }
+        // Object by object, the two files say the same.
+        for name in ["vol-degraded", "vol-detached", "vol-healthy"] {
+            assert_eq!(yaml.volume(name), json.volume(name), "{name}");
+            let names = |v: &ClusterView| {
+                let mut n: Vec<String> =
+                    v.replicas_of_volume(name).filter_map(|r| r.metadata.name.clone()).collect();
+                n.sort();
+                n
+            };
+            assert_eq!(names(&yaml), names(&json), "{name}");
+        }
+        for engine in ["vol-degraded-e-0", "vol-healthy-e-0"] {
+            assert_eq!(yaml.engine(engine), json.engine(engine), "{engine}");
+        }
+    }
 }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use self::source::ApiSource;
 use self::status::{check, parse_networks, ready_line, timeout_message, ExpectedNetwork, Missing};
+use crate::policy::config::MAX_GATE_TIMEOUT;
 
 /// Where the mutation mounts the downward-API volume of `metadata.annotations`.
 pub const DEFAULT_ANNOTATIONS_FILE: &str = "/etc/longhorn-guard/podinfo/annotations";
@@ -64,6 +65,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     let d = crate::policy::duration::parse(text)?;
     if d.is_zero() {
         return Err("must be longer than 0s".into());
+    }
+    if d > MAX_GATE_TIMEOUT {
+        return Err("must be at most 1h (a pod waiting longer is better failed and recreated)".into());
     }
     Ok(d)
 }
@@ -151,7 +155,9 @@ pub async fn run(args: GateArgs) -> ExitCode {
 /// Polls until every network is ready or the timeout passes. Malformed annotations and API
 /// failures are logged once each, not on every poll.
 pub async fn wait(opts: &GateOptions, api: Option<&ApiSource>) -> Outcome {
-    let deadline = Instant::now() + opts.timeout;
+    // The CLI and the policy cap the timeout at 1h; cap here too so no caller can overflow.
+    let start = Instant::now();
+    let deadline = start.checked_add(opts.timeout.min(MAX_GATE_TIMEOUT)).unwrap_or(start);
     let mut logged: HashSet<String> = HashSet::new();
     loop {
         let (read, origin) = read_annotations(opts, api, &mut logged).await;

@@ -392,7 +392,8 @@ fn helm_values(
                 name: name.clone(),
                 severity: Severity::Warning,
                 message: format!(
-                    "{value} is a number; Longhorn 1.10+ charts require a string, e.g. \"{value}\" (longhorn#11940)"
+                    "{value} is a number; Longhorn 1.10+ charts require a string, e.g. \"{}\" (longhorn#11940)",
+                    crate::policy::replicas::suggested_count(value)
                 ),
             });
         }

@@ -114,6 +114,13 @@ impl Default for ReplicaPolicy {
     }
 }
 
+/// Upper bound of `drain.maxViewAge`: older data is not "fresh" in any useful sense.
+pub const MAX_VIEW_AGE: Duration = Duration::from_secs(60);
+/// Upper bound of `drain.stallAfter`.
+pub const MAX_STALL_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Upper bound of `gate.timeout` and of the gate's `--timeout`/`--poll-interval`.
+pub const MAX_GATE_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// The image of the gate init container when the policy names none.
 pub const DEFAULT_GATE_IMAGE: &str = "ghcr.io/longhorn-guard/longhorn-guard:0.1.0";
 
@@ -170,6 +177,15 @@ impl Policy {
         if self.drain.stall_after.is_zero() {
             return Err("drain.stallAfter must be longer than 0s".into());
         }
+        if self.drain.stall_after > MAX_STALL_AFTER {
+            return Err(format!("drain.stallAfter must be at most 7d, got {}", show(self.drain.stall_after)));
+        }
+        if self.drain.max_view_age > MAX_VIEW_AGE {
+            return Err(format!(
+                "drain.maxViewAge must be at most 60s, got {}",
+                show(self.drain.max_view_age)
+            ));
+        }
         let check_min = |what: &str, n: u32| {
             if (1..=20).contains(&n) {
                 Ok(())
@@ -190,8 +206,15 @@ impl Policy {
         if self.gate.timeout.is_zero() {
             return Err("gate.timeout must be longer than 0s".into());
         }
+        if self.gate.timeout > MAX_GATE_TIMEOUT {
+            return Err(format!("gate.timeout must be at most 1h, got {}", show(self.gate.timeout)));
+        }
         Ok(())
     }
+}
+
+fn show(d: Duration) -> String {
+    humantime::format_duration(d).to_string().replace(' ', "")
 }
 
 /// Durations as Go-style strings (`"90s"`, `"10m"`, `"1h30m"`, `"500ms"`) or whole seconds.
@@ -254,6 +277,14 @@ mod tests {
     }
 
     #[test]
+    fn the_upper_bounds_themselves_are_accepted() {
+        let p = Policy::parse("drain:\n  maxViewAge: 60s\n  stallAfter: 7d\ngate:\n  timeout: 1h\n").unwrap();
+        assert_eq!(p.drain.max_view_age, MAX_VIEW_AGE);
+        assert_eq!(p.drain.stall_after, MAX_STALL_AFTER);
+        assert_eq!(p.gate.timeout, MAX_GATE_TIMEOUT);
+    }
+
+    #[test]
     fn unknown_fields_and_bad_values_are_errors() {
         for (text, want) in [
             ("drain:\n  acton: warn\n", "unknown field"),
@@ -262,6 +293,10 @@ mod tests {
             ("drain:\n  denyCode: 200\n", "denyCode must be 400..599"),
             ("replicas:\n  minimum: 0\n", "replicas.minimum must be 1..20"),
             ("gate:\n  timeout: soon\n", "invalid duration"),
+            ("gate:\n  timeout: 2h\n", "gate.timeout must be at most 1h, got 2h"),
+            ("gate:\n  timeout: 18446744073709551615\n", "gate.timeout must be at most 1h"),
+            ("drain:\n  maxViewAge: 61s\n", "drain.maxViewAge must be at most 60s, got 1m1s"),
+            ("drain:\n  stallAfter: 8d\n", "drain.stallAfter must be at most 7d, got 8days"),
         ] {
             let err = Policy::parse(text).unwrap_err();
             assert!(err.contains(want), "{text:?}: {err}");

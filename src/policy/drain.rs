@@ -6,11 +6,13 @@
 mod analysis;
 mod message;
 
+use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, carries_data, format_time, override_reason, stalled_rebuilds,
-    NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, carries_data, engines_reported_by, format_time, override_reason,
+    stalled_rebuilds, volume_of_engine_name, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict,
+    VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use message::{deny_message, reason_for, warning_lines};
 
@@ -101,16 +103,18 @@ pub fn eviction(
 /// The answer for a `longhorn-system` pod named like an instance manager that the view
 /// does not hold: never an allow in `enforce` mode.
 fn unknown_pod(view: &ClusterView, ns: &str, name: &str, policy: &Policy) -> Decision {
-    let where_ = match &view.freshness().source {
-        Source::Snapshot(path) => format!("is not in the snapshot {path}"),
-        _ if !view.freshness().synced => {
-            "is not in longhorn-guard's view yet (its watches are still syncing)".into()
+    let lead = format!("longhorn-guard: pod {ns}/{name}");
+    let tail = "it may be an instance manager, so its eviction";
+    let msg = match &view.freshness().source {
+        // A snapshot does not change: retrying cannot help.
+        Source::Snapshot(path) => {
+            format!("{lead} is not in the snapshot {path}; {tail} is refused; use a snapshot that has it")
         }
-        _ => "is not in longhorn-guard's view yet".into(),
+        _ if !view.freshness().synced => format!(
+            "{lead} is not in longhorn-guard's view yet (its watches are still syncing); {tail} waits; retry in a few seconds"
+        ),
+        _ => format!("{lead} is not in longhorn-guard's view yet; {tail} waits; retry in a few seconds"),
     };
-    let msg = format!(
-        "longhorn-guard: pod {ns}/{name} {where_}; it may be an instance manager, so its eviction waits; retry in a few seconds"
-    );
     let d = match policy.drain.action {
         DrainAction::Enforce => deny(policy, msg),
         _ => Decision::warn(vec![clip(&msg, MAX_WARNING_LEN)]),
@@ -150,8 +154,12 @@ fn guard(
         let mut d = Decision::allow();
         if !overridden.is_empty() {
             details.volumes = overridden.iter().map(|v| v.volume.clone()).collect();
-            let mut bys: Vec<&str> = overridden.iter().filter_map(|v| v.overridden.as_deref()).collect();
-            bys.dedup();
+            let bys: Vec<&str> = overridden
+                .iter()
+                .filter_map(|v| v.overridden.as_deref())
+                .collect::<BTreeSet<&str>>()
+                .into_iter()
+                .collect();
             details.overridden = Some(bys.join("; "));
             let head = format!(
                 "longhorn-guard: {} would strand {}; allowed by override ({})",
@@ -198,24 +206,32 @@ pub fn node_delete(
     if d.allowed {
         let left = view.replicas_on_node(&name).count();
         if left > 0 {
-            let what = if left == 1 {
-                "1 Longhorn replica".to_string()
-            } else {
-                format!("{left} Longhorn replicas")
-            };
-            d.warnings.push(clip(
-                &format!(
-                    "longhorn-guard: {name} still holds {what}; delete them or later drains may hang (Longhorn #10833)"
-                ),
-                MAX_WARNING_LEN,
-            ));
+            d.warnings.push(leftover_replicas(&name, left));
         }
     }
     Ok(d)
 }
 
+/// The warning for a deleted node that still holds `left` Longhorn replicas. The issue
+/// reference goes first when the line would not fit.
+fn leftover_replicas(node: &str, left: usize) -> String {
+    let what = if left == 1 {
+        "1 Longhorn replica; delete that Replica object".to_string()
+    } else {
+        format!("{left} Longhorn replicas; delete those Replica objects")
+    };
+    let line = format!("longhorn-guard: {node} holds {what} or later drains may hang");
+    let with_ref = format!("{line} (longhorn#10833)");
+    if with_ref.chars().count() <= MAX_WARNING_LEN {
+        with_ref
+    } else {
+        clip(&line, MAX_WARNING_LEN)
+    }
+}
+
 /// Core `nodes` UPDATE. Only a cordon (`spec.unschedulable` turning true) is looked at, and
-/// never denied: it is allowed with warnings that list what a drain will wait for.
+/// never denied: it is allowed with warnings that list what a drain will wait for. An update
+/// whose objects cannot be read is allowed too, with one warning saying so.
 pub fn node_update(
     req: &AdmissionRequest,
     view: &ClusterView,
@@ -225,8 +241,15 @@ pub fn node_update(
     if policy.drain.action == DrainAction::Off {
         return Ok(Decision::allow());
     }
-    let new: Node = typed("object", object(req)?)?;
-    let old: Node = typed("oldObject", old_object(req)?)?;
+    let read = || -> Result<(Node, Node), RuleError> {
+        Ok((typed("object", object(req)?)?, typed("oldObject", old_object(req)?)?))
+    };
+    let (new, old) = match read() {
+        Ok(pair) => pair,
+        Err(e) => {
+            return Ok(Decision::warn(vec![unreadable_update(&e.to_string())]).rule("cordon"));
+        }
+    };
     let cordon = new.spec.unschedulable == Some(true) && old.spec.unschedulable != Some(true);
     if !cordon {
         return Ok(Decision::allow());
@@ -236,7 +259,7 @@ pub fn node_update(
         n => n.to_string(),
     };
     if name.is_empty() {
-        return Err(RuleError::Missing { field: "name" });
+        return Ok(Decision::warn(vec![unreadable_update("it names no node")]).rule("cordon"));
     }
     let node_override = override_reason(&new.metadata);
     let analysis = analyze_node_with(view, &name, policy, now, node_override);
@@ -253,6 +276,15 @@ pub fn node_update(
     );
     d.warnings = warning_lines(head, &name, &blocking, policy);
     Ok(d)
+}
+
+/// The one warning for a Node update longhorn-guard cannot read; the reason is clipped so
+/// the line keeps its end within [`MAX_WARNING_LEN`].
+fn unreadable_update(why: &str) -> String {
+    const HEAD: &str = "longhorn-guard: could not read this Node update (";
+    const TAIL: &str = "); no drain preview";
+    let room = MAX_WARNING_LEN - HEAD.len() - TAIL.len();
+    format!("{HEAD}{}{TAIL}", clip(why, room))
 }
 
 /// The denial for an eviction whose allow could not be confirmed with fresh data.

@@ -44,11 +44,19 @@ impl Finding {
         Self { field, full: text.clone(), text, deniable }
     }
 
-    /// About a named object: the warning clips the name to fit, the denial keeps it whole.
-    fn about(field: &'static str, subject: &str, name: &str, text: &str, deniable: bool) -> Self {
+    /// About a named object: the warning keeps the name whole and falls back to the `short`
+    /// text to fit; the denial keeps both whole.
+    fn about(
+        field: &'static str,
+        subject: &str,
+        name: &str,
+        text: &str,
+        short: &str,
+        deniable: bool,
+    ) -> Self {
         Self {
             field,
-            text: about(subject, name, text),
+            text: about(subject, name, text, short),
             full: format!("{PREFIX}{subject} {name}: {text}"),
             deniable,
         }
@@ -114,12 +122,20 @@ pub fn clip_middle(s: &str, max: usize) -> String {
     format!("{h}...{t}")
 }
 
-/// `longhorn-guard: {subject} {name}: {text}`, clipping `name` (never the text) so the line
-/// fits the warning limit.
-pub fn about(subject: &str, name: &str, text: &str) -> String {
-    let fixed = PREFIX.len() + subject.len() + 1 + 2 + text.chars().count();
+/// `longhorn-guard: {subject} {name}: {text}` within the warning limit. A name is kept whole
+/// so it can be copied: when the line is too long the `short` text replaces `text`, and only
+/// a name that does not fit even then is clipped in the middle.
+pub fn about(subject: &str, name: &str, text: &str, short: &str) -> String {
+    let line = |t: &str| format!("{PREFIX}{subject} {name}: {t}");
+    for t in [text, short] {
+        let l = line(t);
+        if l.chars().count() <= MAX_WARNING_LEN {
+            return l;
+        }
+    }
+    let fixed = PREFIX.len() + subject.len() + 1 + 2 + short.chars().count();
     let budget = MAX_WARNING_LEN.saturating_sub(fixed).max(8);
-    format!("{PREFIX}{subject} {}: {text}", clip_middle(name, budget))
+    format!("{PREFIX}{subject} {}: {short}", clip_middle(name, budget))
 }
 
 /// The replica counts a `default-replica-count` value sets, per data engine.
@@ -174,6 +190,15 @@ pub fn parse_default_count(value: &str) -> Result<DefaultCount, String> {
     }
 }
 
+/// The string to suggest for a numeric Helm `defaultReplicaCount`: the number itself when it
+/// is a count Longhorn accepts (1..20), else `"3"`, Longhorn's default.
+pub fn suggested_count(value: &Value) -> String {
+    match value.as_i64().filter(|n| LONGHORN_RANGE.contains(n)) {
+        Some(n) => n.to_string(),
+        None => "3".to_string(),
+    }
+}
+
 fn quoted(s: &str) -> String {
     format!("\"{}\"", clip_middle(s, 20))
 }
@@ -196,7 +221,8 @@ fn storage_class_minimum(policy: &Policy, name: &str) -> u32 {
     policy.replicas.storage_class_minimums.get(name).copied().unwrap_or(policy.replicas.minimum)
 }
 
-fn object_name<'a>(req: &'a AdmissionRequest, obj: &'a Value) -> &'a str {
+/// The object's `metadata.name`, else the request's name.
+pub(crate) fn object_name<'a>(req: &'a AdmissionRequest, obj: &'a Value) -> &'a str {
     obj.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(req.name())
 }
 
@@ -226,7 +252,7 @@ pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> R
 }
 
 /// `value` of a Setting object: a string, or missing (`""`).
-fn setting_value(obj: &Value) -> Result<&str, RuleError> {
+pub(crate) fn setting_value(obj: &Value) -> Result<&str, RuleError> {
     match obj.get("value") {
         None | Some(Value::Null) => Ok(""),
         Some(Value::String(s)) => Ok(s),
@@ -308,8 +334,8 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
     let set = vol.spec.number_of_replicas;
     let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
     let mut findings = Vec::new();
-    let mut say = |text: String, deniable: bool, field: &'static str| {
-        findings.push(Finding::about(field, "volume", &name, &text, deniable))
+    let mut say = |text: String, short: String, deniable: bool, field: &'static str| {
+        findings.push(Finding::about(field, "volume", &name, &text, &short, deniable))
     };
     let count = if set == 0 {
         match view_default(view, engine) {
@@ -317,6 +343,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
                 if n < min {
                     say(
                         format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}"),
+                        format!("numberOfReplicas=0 means {engine}={n}; minimum {min}"),
                         false,
                         "spec.numberOfReplicas",
                     );
@@ -326,6 +353,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             Ok(None) | Err(_) => {
                 say(
                     format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT}, not known here; not checked"),
+                    "numberOfReplicas=0: default unknown, not checked".into(),
                     false,
                     "spec.numberOfReplicas",
                 );
@@ -335,6 +363,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
     } else if !LONGHORN_RANGE.contains(&set) {
         say(
             format!("numberOfReplicas={set} is not a count in 1..20; not checked"),
+            format!("numberOfReplicas={set} not in 1..20"),
             false,
             "spec.numberOfReplicas",
         );
@@ -343,6 +372,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
         if set < min {
             say(
                 format!("numberOfReplicas={set} {}; policy minimum is {min}", tolerates(set)),
+                format!("numberOfReplicas={set} {}; minimum {min}", tolerates(set)),
                 lowered,
                 "spec.numberOfReplicas",
             );
@@ -356,6 +386,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             if n > usable {
                 say(
                     format!("numberOfReplicas={n} > {usable} schedulable nodes; it stays degraded"),
+                    format!("numberOfReplicas={n} > {usable} schedulable nodes: degraded"),
                     false,
                     "spec.numberOfReplicas",
                 );
@@ -365,6 +396,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
     if vol.spec.data_locality == "strict-local" {
         say(
             "strict-local keeps 1 replica; every drain of its node will block".into(),
+            "strict-local: every drain of its node will block".into(),
             false,
             "spec.dataLocality",
         );
@@ -392,7 +424,8 @@ pub fn storage_class(
             Ok(n) if LONGHORN_RANGE.contains(&n) => {
                 if n < min {
                     let text = format!("numberOfReplicas={n} {}; policy minimum is {min}", tolerates(n));
-                    findings.push(Finding::about(field, "storageclass", &name, &text, true));
+                    let short = format!("numberOfReplicas={n} {}; minimum {min}", tolerates(n));
+                    findings.push(Finding::about(field, "storageclass", &name, &text, &short, true));
                 }
             }
             _ => {
@@ -400,7 +433,8 @@ pub fn storage_class(
                     "cannot read numberOfReplicas {}: not a count in 1..20; not checked",
                     quoted(raw)
                 );
-                findings.push(Finding::about(field, "storageclass", &name, &text, false));
+                let short = format!("numberOfReplicas {} not in 1..20", quoted(raw));
+                findings.push(Finding::about(field, "storageclass", &name, &text, &short, false));
             }
         },
         None => {
@@ -410,10 +444,49 @@ pub fn storage_class(
                     let text = format!(
                         "no numberOfReplicas, so {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}"
                     );
-                    findings.push(Finding::about(field, "storageclass", &name, &text, false));
+                    let short = format!("no numberOfReplicas, so {engine}={n}; minimum {min}");
+                    findings.push(Finding::about(field, "storageclass", &name, &text, &short, false));
                 }
             }
         }
     }
     Ok(decide(findings, policy))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggested_count_is_the_value_only_when_it_is_a_count() {
+        for (value, want) in [
+            (serde_json::json!(2), "2"),
+            (serde_json::json!(20), "20"),
+            (serde_json::from_str::<Value>("99999999999999999999999").unwrap(), "3"),
+            (serde_json::json!(2.5), "3"),
+            (serde_json::json!(0), "3"),
+            (serde_json::json!(-1), "3"),
+            (serde_json::json!(21), "3"),
+        ] {
+            assert_eq!(suggested_count(&value), want, "{value}");
+        }
+    }
+
+    #[test]
+    fn about_keeps_the_name_and_shortens_the_text() {
+        let text = "numberOfReplicas=1 has no redundancy; policy minimum is 3";
+        let line = about("volume", "data-0", text, "short");
+        assert_eq!(line, format!("longhorn-guard: volume data-0: {text}"));
+        // A 40-character PVC name: the whole name, the short text.
+        let name = "pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a";
+        assert_eq!(about("volume", name, text, "short"), format!("longhorn-guard: volume {name}: short"));
+        let long = "x".repeat(90);
+        let line = about("volume", name, &long, "numberOfReplicas=1, below 3");
+        assert_eq!(line, format!("longhorn-guard: volume {name}: numberOfReplicas=1, below 3"));
+        let huge = "v".repeat(253);
+        let line = about("volume", &huge, &long, "numberOfReplicas=1, below 3");
+        assert_eq!(line.chars().count(), MAX_WARNING_LEN, "{line}");
+        assert!(line.starts_with("longhorn-guard: volume vvv"), "{line}");
+        assert!(line.ends_with("vvv: numberOfReplicas=1, below 3") && line.contains("v...v"), "{line}");
+    }
 }

@@ -6,21 +6,14 @@ use serde_json::Value;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::cluster::ClusterView;
 use crate::decision::{Decision, MAX_WARNING_LEN};
-use crate::policy::replicas::{clip_middle, PREFIX};
+use crate::policy::replicas::{clip_middle, object_name, setting_value, PREFIX};
 use crate::policy::{object, DrainAction, Policy, RuleError};
 
 /// `settings.longhorn.io` CREATE/UPDATE of any setting but `default-replica-count`.
 pub fn setting(req: &AdmissionRequest, _view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
     let obj = object(req)?;
-    let name =
-        obj.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(req.name());
-    let value = match obj.get("value") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(s)) => s.as_str(),
-        Some(_) => {
-            return Err(RuleError::Malformed { field: "object.value", message: "must be a string".into() })
-        }
-    };
+    let name = object_name(req, obj);
+    let value = setting_value(obj)?;
     let old_value = match (req.operation, req.old_object.as_ref()) {
         (Operation::Update, Some(old)) => old.get("value").and_then(Value::as_str),
         _ => None,

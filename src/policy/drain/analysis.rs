@@ -92,13 +92,18 @@ pub struct VolumeReport {
 }
 
 impl VolumeReport {
-    /// `reason; remedy` as one line.
-    pub fn line(&self) -> String {
+    /// `reason; remedy` (or the reason alone when there is no remedy).
+    pub fn explanation(&self) -> String {
         if self.remedy.is_empty() {
-            format!("{}: {}", self.volume, self.reason)
+            self.reason.clone()
         } else {
-            format!("{}: {}; {}", self.volume, self.reason, self.remedy)
+            format!("{}; {}", self.reason, self.remedy)
         }
+    }
+
+    /// `volume: reason; remedy` as one line.
+    pub fn line(&self) -> String {
+        format!("{}: {}", self.volume, self.explanation())
     }
 }
 
@@ -142,6 +147,74 @@ pub struct StalledRebuild {
     pub progress: i64,
     /// Since when the progress has not moved.
     pub since: SystemTime,
+}
+
+/// Why a replica on another node cannot vouch for its volume. Remedies are chosen from
+/// this, never from its wording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WhyNot {
+    Deleting,
+    /// `spec.failedAt`: how long ago, or the raw value when it is not a time.
+    Failed {
+        ago: Option<Duration>,
+        at: String,
+    },
+    /// A rebuild the engine reports: progress, and how long it has not moved when stalled.
+    Rebuilding {
+        progress: i64,
+        stalled_for: Option<Duration>,
+    },
+    /// `WO` in the engine without a rebuild status.
+    RebuildingUnknown,
+    /// Carries data but has no `healthyAt`.
+    NotYetHealthy,
+    NeverHealthy,
+    ErrMode,
+    /// The volume's running engine has a replica set that does not list it: the engine does
+    /// not use it, so its `healthyAt` is history.
+    NotInEngine,
+    NoNode,
+    UnknownNode,
+    CordonedNode,
+    NoInstanceManager,
+    /// The instance manager's `status.currentState`.
+    InstanceManagerNotRunning(String),
+}
+
+impl WhyNot {
+    /// True when the replica's instance manager is the problem.
+    pub fn is_instance_manager(&self) -> bool {
+        matches!(self, Self::NoInstanceManager | Self::InstanceManagerNotRunning(_))
+    }
+}
+
+impl std::fmt::Display for WhyNot {
+    /// A phrase that follows "its replica on NODE".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Deleting => f.write_str("is being deleted"),
+            Self::Failed { ago: Some(d), .. } => write!(f, "failed {} ago", short_duration(*d)),
+            Self::Failed { ago: None, at } => write!(f, "failed at {}", crate::decision::clip(at, 25)),
+            Self::Rebuilding { progress, stalled_for: None } => write!(f, "is rebuilding ({progress}%)"),
+            Self::Rebuilding { progress, stalled_for: Some(d) } => {
+                write!(f, "is stuck rebuilding at {progress}% for {}", short_duration(*d))
+            }
+            Self::RebuildingUnknown => f.write_str("is rebuilding"),
+            Self::NotYetHealthy => f.write_str("is being rebuilt and not yet healthy"),
+            Self::NeverHealthy => f.write_str("has never been healthy"),
+            Self::ErrMode => f.write_str("is in ERR mode"),
+            Self::NotInEngine => f.write_str("is not in its engine's replica set"),
+            Self::NoNode => f.write_str("has no node"),
+            Self::UnknownNode => f.write_str("is on a node longhorn-guard does not see"),
+            Self::CordonedNode => f.write_str("is on a cordoned node"),
+            Self::NoInstanceManager => f.write_str("has no instance manager"),
+            Self::InstanceManagerNotRunning(state) => write!(
+                f,
+                "has no running instance manager (state {})",
+                if state.is_empty() { "unknown" } else { state.as_str() }
+            ),
+        }
+    }
 }
 
 /// The override reason in an object's annotations, if set and not blank.
@@ -196,8 +269,14 @@ pub fn analyze_node_with(
 /// (`status.instanceEngines` and `status.instanceEngineFrontends`), as Longhorn's own
 /// "all volumes detached from node" check reads them.
 fn engines_in_instance_managers(view: &ClusterView, node: &str) -> BTreeSet<String> {
+    engines_reported_by(view.instance_managers_on_node(node))
+}
+
+/// Engine names that these instance managers report running; replica-only instance
+/// managers run no engine and are skipped.
+pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for im in view.instance_managers_on_node(node) {
+    for im in ims {
         if matches!(im.spec.type_.as_str(), "replica") {
             continue;
         }
@@ -207,14 +286,19 @@ fn engines_in_instance_managers(view: &ClusterView, node: &str) -> BTreeSet<Stri
     out
 }
 
+/// The volume an engine name implies under Longhorn's naming `<volume>-e-<n>`.
+pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
+    let (vol, n) = engine.rsplit_once("-e-")?;
+    (!vol.is_empty() && !n.is_empty()).then_some(vol)
+}
+
 /// The volume of an engine by name: from the Engine object, else from Longhorn's naming
 /// `<volume>-e-<n>`.
 fn volume_of_engine(view: &ClusterView, engine: &str) -> Option<String> {
     if let Some(v) = view.engine(engine).and_then(Engine::volume) {
         return Some(v.to_string());
     }
-    let (vol, n) = engine.rsplit_once("-e-")?;
-    (!vol.is_empty() && !n.is_empty()).then(|| vol.to_string())
+    volume_of_engine_name(engine).map(str::to_string)
 }
 
 fn is_attached_state(state: &str) -> bool {
@@ -301,6 +385,22 @@ fn replica_address(engine: &Engine, r: &Replica) -> Vec<String> {
 
 fn parse_time(s: &str) -> Option<SystemTime> {
     s.parse::<jiff::Timestamp>().ok().map(SystemTime::from)
+}
+
+/// A coarse duration for messages: `45s`, `37m`, `5h`, `3d` (rounded down).
+pub fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// How long before `now` a time was (zero when it is in the future).
+fn age(now: SystemTime, t: SystemTime) -> Duration {
+    now.duration_since(t).unwrap_or(Duration::ZERO)
 }
 
 /// Formats a time as RFC 3339 UTC to the second.
@@ -415,19 +515,13 @@ pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) ->
     out
 }
 
-/// Describes a rebuild: `rebuilding (37%)` or `rebuilding, stalled at 0% since T`.
-fn rebuild_phrase(rb: &Rebuild) -> String {
-    match rb.stalled_since {
-        Some(t) => format!("is rebuilding, stalled at {}% since {}", rb.progress, format_time(t)),
-        None => format!("is rebuilding ({}%)", rb.progress),
-    }
-}
-
 /// The per-replica facts the verdict needs.
 struct ReplicaFacts<'a> {
     replica: &'a Replica,
     node: String,
     rebuild: Option<Rebuild>,
+    /// Why it does not protect (`None`: it does, or it is on the node).
+    why_not: Option<WhyNot>,
     report: ReplicaReport,
 }
 
@@ -553,43 +647,47 @@ fn replica_facts<'a>(
     let rebuild = live_engine.and_then(|e| rebuild_of(view, e, r, policy, now));
     let data = carries_data(r);
 
+    // The engine's replica set: a running engine with a non-empty mode map that does not
+    // list this replica is not using it.
+    let engine_dropped = live_engine.is_some_and(|e| {
+        e.status.current_state == "running"
+            && !e.status.replica_mode_map.is_empty()
+            && !e.status.replica_mode_map.contains_key(&name)
+    });
+
     // Why this replica cannot vouch for the volume (None = it protects).
-    let why_not: Option<String> = if r.is_deleting() {
-        Some("is being deleted".into())
+    let why_not: Option<WhyNot> = if r.is_deleting() {
+        Some(WhyNot::Deleting)
     } else if !r.spec.failed_at.is_empty() {
-        Some(format!("failed at {}", r.spec.failed_at))
+        Some(WhyNot::Failed {
+            ago: parse_time(&r.spec.failed_at).map(|t| age(now, t)),
+            at: r.spec.failed_at.clone(),
+        })
     } else if let Some(rb) =
         rebuild.as_ref().filter(|_| r.spec.healthy_at.is_empty() || mode.as_deref() == Some("WO"))
     {
-        Some(rebuild_phrase(rb))
+        Some(WhyNot::Rebuilding { progress: rb.progress, stalled_for: rb.stalled_since.map(|t| age(now, t)) })
     } else if mode.as_deref() == Some("WO") {
-        Some("is rebuilding".into())
+        Some(WhyNot::RebuildingUnknown)
     } else if r.spec.healthy_at.is_empty() {
-        Some(if data {
-            "is being rebuilt and not yet healthy".into()
-        } else {
-            "has never been healthy".into()
-        })
+        Some(if data { WhyNot::NotYetHealthy } else { WhyNot::NeverHealthy })
     } else if mode.as_deref() == Some("ERR") {
-        Some("is in ERR mode".into())
+        Some(WhyNot::ErrMode)
     } else if on_node {
         None
+    } else if engine_dropped {
+        Some(WhyNot::NotInEngine)
     } else if node.is_empty() {
-        Some("has no node".into())
+        Some(WhyNot::NoNode)
     } else {
         match view.is_node_cordoned(&node) {
-            None => Some("is on a node longhorn-guard does not see".into()),
-            Some(true) => Some("is on a cordoned node".into()),
+            None => Some(WhyNot::UnknownNode),
+            Some(true) => Some(WhyNot::CordonedNode),
             Some(false) => match instance_manager_of(view, r) {
-                None => Some("has no instance manager".into()),
-                Some(im) if im.status.current_state != "running" => Some(format!(
-                    "has no running instance manager (state {})",
-                    if im.status.current_state.is_empty() {
-                        "unknown"
-                    } else {
-                        im.status.current_state.as_str()
-                    }
-                )),
+                None => Some(WhyNot::NoInstanceManager),
+                Some(im) if im.status.current_state != "running" => {
+                    Some(WhyNot::InstanceManagerNotRunning(im.status.current_state.clone()))
+                }
                 Some(_) => None,
             },
         }
@@ -626,9 +724,10 @@ fn replica_facts<'a>(
         carries_data: data,
         on_node,
         protecting,
-        why_not: if on_node { None } else { why_not },
+        why_not: if on_node { None } else { why_not.as_ref().map(ToString::to_string) },
     };
-    ReplicaFacts { replica: r, node, rebuild, report }
+    let why_not = if on_node { None } else { why_not };
+    ReplicaFacts { replica: r, node, rebuild, why_not, report }
 }
 
 /// The reason and remedy for a volume whose data on `node` has no protecting copy elsewhere.
@@ -667,14 +766,26 @@ fn stranded_reason(
         return (reason, remedy);
     }
 
+    // Other replicas with the same reason share one clause: "its replicas on a, b each ...".
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for f in &others {
+        let why = f.why_not.as_ref().map_or_else(|| "does not protect it".to_string(), ToString::to_string);
+        match groups.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, nodes)) => nodes.push(f.node.as_str()),
+            None => groups.push((why, vec![f.node.as_str()])),
+        }
+    }
     let mut parts = vec![lead];
     const SHOWN: usize = 2;
-    for f in others.iter().take(SHOWN) {
-        let why = f.report.why_not.as_deref().unwrap_or("does not protect it");
-        parts.push(format!("its replica on {} {why}", f.node));
+    for (why, nodes) in groups.iter().take(SHOWN) {
+        parts.push(match nodes.as_slice() {
+            [one] => format!("its replica on {one} {why}"),
+            many => format!("its replicas on {} each {why}", many.join(", ")),
+        });
     }
-    if others.len() > SHOWN {
-        parts.push(format!("and {} more replicas", others.len() - SHOWN));
+    let hidden: usize = groups.iter().skip(SHOWN).map(|(_, n)| n.len()).sum();
+    if hidden > 0 {
+        parts.push(format!("and {hidden} more replica{}", if hidden == 1 { "" } else { "s" }));
     }
     // The remedy follows the most hopeful other replica.
     let remedy = if others.iter().any(|f| f.rebuild.as_ref().is_some_and(|rb| rb.stalled_since.is_none())) {
@@ -683,25 +794,55 @@ fn stranded_reason(
         others.iter().find(|f| f.rebuild.as_ref().is_some_and(|rb| rb.stalled_since.is_some()))
     {
         if f.rebuild.as_ref().is_some_and(|rb| rb.no_storage_network) {
-            format!(
-                "the instance manager on {} started without the storage network; restart it once Multus is ready",
-                f.node
-            )
+            "restart its instance manager (no storage network)".to_string()
         } else {
-            format!("the rebuild on {} is stalled; check its engine and instance manager", f.node)
+            "check its engine and instance manager".to_string()
         }
-    } else if let Some(f) =
-        others.iter().find(|f| f.report.why_not.as_deref() == Some("is on a cordoned node"))
-    {
+    } else if let Some(f) = others.iter().find(|f| f.why_not == Some(WhyNot::CordonedNode)) {
         format!("uncordon {} or wait for a rebuild on a schedulable node", f.node)
     } else if let Some(f) =
-        others.iter().find(|f| f.report.why_not.as_deref().is_some_and(|w| w.contains("instance manager")))
+        others.iter().find(|f| f.why_not.as_ref().is_some_and(WhyNot::is_instance_manager))
     {
         format!("wait until the instance manager on {} is running", f.node)
     } else if detached {
         "attach the volume so Longhorn rebuilds a healthy replica elsewhere, then wait".to_string()
     } else {
-        "wait for Longhorn to rebuild a healthy replica on another node".to_string()
+        "wait for Longhorn to rebuild a healthy replica elsewhere".to_string()
     };
     (parts.join("; "), remedy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn why_not_reads_as_a_phrase_and_ages_are_coarse() {
+        let m = |s| Duration::from_secs(s);
+        for (why, text) in [
+            (WhyNot::Failed { ago: Some(m(20 * 60)), at: String::new() }, "failed 20m ago"),
+            (WhyNot::Failed { ago: None, at: "yesterday".into() }, "failed at yesterday"),
+            (WhyNot::Rebuilding { progress: 37, stalled_for: None }, "is rebuilding (37%)"),
+            (
+                WhyNot::Rebuilding { progress: 0, stalled_for: Some(m(3 * 3600)) },
+                "is stuck rebuilding at 0% for 3h",
+            ),
+            (WhyNot::NotInEngine, "is not in its engine's replica set"),
+            (WhyNot::CordonedNode, "is on a cordoned node"),
+            (
+                WhyNot::InstanceManagerNotRunning(String::new()),
+                "has no running instance manager (state unknown)",
+            ),
+        ] {
+            assert_eq!(why.to_string(), text);
+        }
+        assert!(WhyNot::NoInstanceManager.is_instance_manager());
+        assert!(WhyNot::InstanceManagerNotRunning("error".into()).is_instance_manager());
+        assert!(!WhyNot::CordonedNode.is_instance_manager());
+        for (secs, text) in
+            [(0, "0s"), (119, "119s"), (120, "2m"), (7199, "119m"), (7200, "2h"), (172_800, "2d")]
+        {
+            assert_eq!(short_duration(m(secs)), text);
+        }
+    }
 }

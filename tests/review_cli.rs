@@ -1,0 +1,129 @@
+//! `longhorn-guard review` as a process: exit 0 allowed, 1 denied, 2 bad input with a
+//! one-line reason on stderr; `--webhook mutate` answers with a base64 JSONPatch.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+
+fn snapshot() -> String {
+    format!("{FIXTURES}/cluster/snapshot-three-nodes.yaml")
+}
+
+fn fixture(rel: &str) -> Vec<u8> {
+    std::fs::read(format!("{FIXTURES}/{rel}")).unwrap()
+}
+
+/// Runs `longhorn-guard review ARGS` with `stdin` and no policy/state from the environment,
+/// logging warnings only (at the default `info` the snapshot load is logged too).
+fn review(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        .arg("review")
+        .args(args)
+        .env_remove("LONGHORN_GUARD_STATE")
+        .env_remove("LONGHORN_GUARD_POLICY")
+        .env_remove("LONGHORN_GUARD_LOG_FORMAT")
+        .env("LONGHORN_GUARD_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A child that exits before reading all of stdin closes the pipe: that is fine.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Exit 2, nothing on stdout, exactly one stderr line naming the command and `want`.
+fn assert_bad_input(out: &Output, want: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+    assert!(err.starts_with("longhorn-guard review: "), "{err}");
+    assert!(err.contains(want), "want {want:?} in {err}");
+}
+
+fn response(out: &Output) -> Value {
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "AdmissionReview");
+    v["response"].clone()
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = snapshot();
+    let eviction = fixture("admission/eviction-create-default-pod.json");
+
+    assert_bad_input(&review(&["--state", &state], b""), "request body is empty");
+    assert_bad_input(&review(&["--state", &state], b"{}"), "request body is not an AdmissionReview");
+    assert_bad_input(&review(&["--state", &state], b"not json"), "request body is not JSON");
+
+    let missing = dir.path().join("no-such-snapshot.yaml");
+    assert_bad_input(
+        &review(&["--state", missing.to_str().unwrap()], &eviction),
+        "no-such-snapshot.yaml: cannot read",
+    );
+
+    let malformed = dir.path().join("malformed.yaml");
+    std::fs::write(&malformed, "a: [b").unwrap();
+    assert_bad_input(&review(&["--state", malformed.to_str().unwrap()], &eviction), "not valid JSON or YAML");
+
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, "drain:\n  denyCode: 200\n").unwrap();
+    assert_bad_input(
+        &review(&["--state", &state, "--policy", policy.to_str().unwrap()], &eviction),
+        "denyCode must be 400..599",
+    );
+    std::fs::write(&policy, "drain:\n  acton: warn\n").unwrap();
+    assert_bad_input(
+        &review(&["--state", &state, "--policy", policy.to_str().unwrap()], &eviction),
+        "unknown field `acton`",
+    );
+}
+
+#[test]
+fn allowed_exits_0_and_denied_exits_1() {
+    let state = snapshot();
+    let out = review(&["--state", &state], &fixture("admission/eviction-create-default-pod.json"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(response(&out)["allowed"], true);
+
+    // The captured eviction names an instance-manager pod the snapshot lacks: refused.
+    let out = review(&["--state", &state], &fixture("admission/eviction-create.json"));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let r = response(&out);
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["code"], 429);
+    assert!(r["status"]["message"].as_str().unwrap().contains("is not in the snapshot"), "{r}");
+}
+
+#[test]
+fn mutate_returns_a_base64_json_patch() {
+    let state = snapshot();
+    let out = review(
+        &["--state", &state, "--webhook", "mutate"],
+        &fixture("admission/pod-create-instance-manager-storage-network-mutating.json"),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = response(&out);
+    assert_eq!(r["allowed"], true);
+    assert_eq!(r["patchType"], "JSONPatch");
+    let patch = base64::engine::general_purpose::STANDARD.decode(r["patch"].as_str().unwrap()).unwrap();
+    let ops: Value = serde_json::from_slice(&patch).unwrap();
+    let ops = ops.as_array().unwrap();
+    assert!(!ops.is_empty());
+    assert!(ops.iter().all(|op| op["op"].is_string() && op["path"].is_string()), "{ops:?}");
+    assert!(
+        ops.iter().any(|op| op["path"].as_str().unwrap().contains("initContainers")),
+        "the gate is injected: {ops:?}"
+    );
+}
