@@ -213,7 +213,8 @@ pub fn response_review(uid: &str, decision: &Decision) -> Value {
     json!({ "apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response })
 }
 
-fn json_type(v: &Value) -> &'static str {
+/// "a string", "an array", ...: the JSON type of a value, for error messages.
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

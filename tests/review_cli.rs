@@ -17,8 +17,8 @@ fn fixture(rel: &str) -> Vec<u8> {
     std::fs::read(format!("{FIXTURES}/{rel}")).unwrap()
 }
 
-/// Runs `longhorn-guard review ARGS` with `stdin` and no policy/state from the environment,
-/// logging warnings only (at the default `info` the snapshot load is logged too).
+/// Runs `longhorn-guard review ARGS` with `stdin`, no policy/state from the environment and the
+/// default log level, so stderr holds exactly what a user sees.
 fn review(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
         .arg("review")
@@ -26,7 +26,7 @@ fn review(args: &[&str], stdin: &[u8]) -> Output {
         .env_remove("LONGHORN_GUARD_STATE")
         .env_remove("LONGHORN_GUARD_POLICY")
         .env_remove("LONGHORN_GUARD_LOG_FORMAT")
-        .env("LONGHORN_GUARD_LOG", "warn")
+        .env_remove("LONGHORN_GUARD_LOG")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -50,7 +50,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
     }
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
-    tracing::info!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
+    tracing::debug!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
     Ok(view)
 }
 
@@ -86,7 +86,7 @@ fn flatten(doc: Value, label: &str, out: &mut Vec<(String, Value)>) {
 /// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
 fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     if !item.is_object() {
-        return Err(format!("expected an object, found {}", type_name(&item)));
+        return Err(format!("expected an object, found {}", crate::admission::json_type(&item)));
     }
     let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
     let kind_name = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -105,17 +105,6 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
         return Ok(None);
     };
     Object::from_value(kind, item).map(Some).map_err(|e| format!("{kind_name} {name} ({api_version}): {e}"))
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn one_line(s: &str) -> String {

@@ -340,6 +340,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
     let (admitter, watches) = match &args.state {
         Some(path) => {
             let view = snapshot::load(path).map_err(|e| format!("state: {e}"))?;
+            tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
             (Admitter::new(SharedView::new(view), policy, None), None)
         }
         None => {
