@@ -831,3 +831,37 @@ fn analysis_lists_every_volume_on_the_node() {
     let states: Vec<_> = deg.replicas.iter().map(|r| format!("{}:{}", r.node, r.state)).collect();
     assert_eq!(states, vec!["node-2:WO(0%,stalled)", "node-1:RW"]);
 }
+
+#[test]
+fn ambiguous_instance_manager_of_a_replica_never_counts_as_running() {
+    // node-3's vol-healthy replica is protected by the replicas on node-1 and node-2. Clear their
+    // instanceManagerName so the IM is looked up by node and data engine.
+    let mut s = State::base();
+    for r in ["vol-healthy-r-1a2b3c4d", "vol-healthy-r-5e6f7a8b"] {
+        s.get("Replica", r)["status"]["instanceManagerName"] = json!("");
+    }
+    assert_allowed(&drain(&s, "node-3"));
+
+    // An upgrade puts a second, still-starting instance manager (new image) beside each old one.
+    for (node, im) in [
+        ("node-1", "instance-manager-5d1f0b6e2c9a47d38e4f7a1b0c2d3e4f"),
+        ("node-2", "instance-manager-9b7e2d4c1a0f45e6b8c3d5f7e9a1b2c4"),
+    ] {
+        let mut new_im = s.get("InstanceManager", im).clone();
+        new_im["metadata"]["name"] = json!(format!("instance-manager-new-{node}"));
+        new_im["spec"]["image"] = json!("longhornio/longhorn-instance-manager:v1.13.0");
+        new_im["status"]["currentState"] = json!("starting");
+        s.push(new_im);
+    }
+    // Which one the replicas belong to is unknown: doubt must not protect.
+    let d = drain(&s, "node-3");
+    assert_denied_429(&d);
+    assert!(message(&d).contains("vol-healthy"), "{}", message(&d));
+
+    // Longhorn's default-instance-manager-image names the old, running one: protected again.
+    let mut setting = s.get("Setting", "node-drain-policy").clone();
+    setting["metadata"]["name"] = json!("default-instance-manager-image");
+    setting["value"] = json!("longhornio/longhorn-instance-manager:v1.12.1");
+    s.push(setting);
+    assert_allowed(&drain(&s, "node-3"));
+}

@@ -341,7 +341,10 @@ fn is_available_healthy(r: &Replica) -> bool {
 }
 
 /// The instance manager a replica runs in: `status.instanceManagerName`, else the one on
-/// its node for its data engine.
+/// its node for its data engine. When several match (an upgrade leaves old and new instance
+/// managers side by side), the one with Longhorn's `default-instance-manager-image` is
+/// taken, as Longhorn does; without that setting a candidate that is not running is taken,
+/// so that doubt never makes a replica count as protecting.
 fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a InstanceManager> {
     if !r.status.instance_manager_name.is_empty() {
         if let Some(im) = view.instance_manager(&r.status.instance_manager_name) {
@@ -350,10 +353,22 @@ fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a Ins
     }
     let node = r.node()?;
     let engine = if r.spec.data_engine.is_empty() { "v1" } else { r.spec.data_engine.as_str() };
-    view.instance_managers_on_node(node).find(|im| {
-        let im_engine = if im.spec.data_engine.is_empty() { "v1" } else { im.spec.data_engine.as_str() };
-        im_engine == engine && matches!(im.spec.type_.as_str(), "aio" | "replica" | "")
-    })
+    let candidates: Vec<&InstanceManager> = view
+        .instance_managers_on_node(node)
+        .filter(|im| {
+            let im_engine = if im.spec.data_engine.is_empty() { "v1" } else { im.spec.data_engine.as_str() };
+            im_engine == engine && matches!(im.spec.type_.as_str(), "aio" | "replica" | "")
+        })
+        .collect();
+    if candidates.len() <= 1 {
+        return candidates.first().copied();
+    }
+    if let Some(image) = view.setting("default-instance-manager-image").filter(|i| !i.is_empty()) {
+        if let Some(im) = candidates.iter().find(|im| im.spec.image == image) {
+            return Some(im);
+        }
+    }
+    candidates.iter().find(|im| im.status.current_state != "running").or(candidates.first()).copied()
 }
 
 /// What a rebuild of one replica looks like.
