@@ -12,7 +12,9 @@ use futures::future::try_join_all;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use super::{ClusterView, Object, ObjectKind, Source, LONGHORN_NAMESPACE};
+use super::{
+    ClusterView, Object, ObjectKind, Source, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
+};
 use crate::admit::Confirmer;
 use crate::policy::drain::{engines_reported_by, volume_of_engine_name};
 
@@ -94,13 +96,14 @@ async fn list(
 /// nodes, all instance managers and their pods, and the storage-network setting.
 pub async fn read_node_state(client: &kube::Client, node: &str) -> Result<ClusterView, ConfirmError> {
     let by_node = format!("longhornnode={node}");
+    let im_pods = format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}");
     let (replicas_here, engines_here, ims, nodes, lh_nodes, pods, settings) = futures::try_join!(
         list(client, ObjectKind::Replica, Some(&by_node), None),
         list(client, ObjectKind::Engine, Some(&by_node), None),
         list(client, ObjectKind::InstanceManager, None, None),
         list(client, ObjectKind::Node, None, None),
         list(client, ObjectKind::LonghornNode, None, None),
-        list(client, ObjectKind::Pod, Some("longhorn.io/component=instance-manager"), None),
+        list(client, ObjectKind::Pod, Some(&im_pods), None),
         list(client, ObjectKind::Setting, None, Some("metadata.name=storage-network")),
     )?;
 

@@ -84,7 +84,6 @@ pub struct ClusterView {
     engines_by_volume: Index,
     engines_by_node: Index,
     instance_managers_by_node: Index,
-    instance_manager_pods_by_node: Index,
     /// (engine name, rebuild address) -> when its progress value was first seen.
     rebuild_marks: HashMap<(String, String), ProgressMark>,
     source: Source,
@@ -113,7 +112,6 @@ impl ClusterView {
             engines_by_volume: Index::new(),
             engines_by_node: Index::new(),
             instance_managers_by_node: Index::new(),
-            instance_manager_pods_by_node: Index::new(),
             rebuild_marks: HashMap::new(),
             source,
             synced: false,
@@ -147,11 +145,6 @@ impl ClusterView {
             }
             Object::Pod(o) => {
                 let ns = o.metadata.namespace.clone().unwrap_or_default();
-                if o.is_instance_manager() {
-                    if let Some(node) = o.node() {
-                        add(&mut self.instance_manager_pods_by_node, node, &format!("{ns}/{name}"));
-                    }
-                }
                 self.pods.insert((ns, name), o);
             }
             Object::StorageClass(o) => {
@@ -210,12 +203,7 @@ impl ClusterView {
                 self.nodes.remove(name);
             }
             ObjectKind::Pod => {
-                let key = (namespace.unwrap_or_default().to_string(), name.to_string());
-                if let Some(old) = self.pods.remove(&key) {
-                    if let Some(node) = old.node() {
-                        del(&mut self.instance_manager_pods_by_node, node, &format!("{}/{}", key.0, key.1));
-                    }
-                }
+                self.pods.remove(&(namespace.unwrap_or_default().to_string(), name.to_string()));
             }
             ObjectKind::StorageClass => {
                 self.storage_classes.remove(name);
@@ -254,27 +242,6 @@ impl ClusterView {
                     del(&mut self.instance_managers_by_node, &old.spec.node_id, name);
                 }
             }
-        }
-    }
-
-    /// Removes every object of `kind` (a watch restarting its initial list).
-    pub fn clear_kind(&mut self, kind: ObjectKind) {
-        let keys: Vec<(Option<String>, String)> = match kind {
-            ObjectKind::Pod => self.pods.keys().map(|(ns, n)| (Some(ns.clone()), n.clone())).collect(),
-            ObjectKind::Node => self.nodes.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::StorageClass => self.storage_classes.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::Volume => self.volumes.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::Replica => self.replicas.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::Engine => self.engines.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::LonghornNode => self.longhorn_nodes.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::Setting => self.settings.keys().map(|n| (None, n.clone())).collect(),
-            ObjectKind::InstanceManager => self.instance_managers.keys().map(|n| (None, n.clone())).collect(),
-        };
-        for (ns, name) in keys {
-            self.remove(kind, ns.as_deref(), &name);
-        }
-        if kind == ObjectKind::Engine {
-            self.rebuild_marks.clear();
         }
     }
 
@@ -317,11 +284,6 @@ impl ClusterView {
     pub fn mark_synced(&mut self, now: SystemTime) {
         self.synced = true;
         self.touch(now);
-    }
-
-    /// Marks the view as not synced (a watch lost its stream and is relisting).
-    pub fn mark_unsynced(&mut self) {
-        self.synced = false;
     }
 
     /// Records that data for every kind arrived at `now` (a snapshot or a confirmation read).
@@ -399,14 +361,6 @@ impl ClusterView {
     /// Pod by namespace and name.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
         self.pods.get(&(namespace.to_string(), name.to_string()))
-    }
-
-    /// Instance-manager pods on a node.
-    pub fn instance_manager_pods_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Pod> + 'a {
-        iter_index(&self.instance_manager_pods_by_node, node).filter_map(|key| {
-            let (ns, name) = key.split_once('/')?;
-            self.pod(ns, name)
-        })
     }
 
     pub fn storage_class(&self, name: &str) -> Option<&StorageClass> {

@@ -11,13 +11,12 @@ use serde_json::{json, Value};
 
 use crate::admission::AdmissionRequest;
 use crate::cluster::ClusterView;
+use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
 use crate::gate::status::{format_networks, parse_networks, NETWORKS_ANNOTATION};
 use crate::gate::DEFAULT_ANNOTATIONS_FILE;
 use crate::policy::{object, Policy, RuleError};
 
-/// The namespace Longhorn runs in.
-pub const LONGHORN_NAMESPACE: &str = "longhorn-system";
 /// Name of the injected init container; its presence makes the mutation a no-op.
 pub const GATE_CONTAINER: &str = "longhorn-guard-gate";
 /// Name of the injected downward-API volume.
@@ -45,7 +44,7 @@ pub fn mutate_pod(
         ns => ns,
     };
     if namespace != LONGHORN_NAMESPACE
-        || meta["labels"]["longhorn.io/component"].as_str() != Some("instance-manager")
+        || meta["labels"][COMPONENT_LABEL].as_str() != Some(INSTANCE_MANAGER_COMPONENT)
     {
         return Ok(Decision::allow());
     }
