@@ -3,7 +3,7 @@
 //! [`NodeAnalysis`] out. The eviction rule, node deletion, cordon warnings and
 //! `check drain` all read the same analysis, so they always say the same thing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -118,6 +118,8 @@ pub struct NodeAnalysis {
     pub node_override: Option<String>,
     /// Volumes in name order.
     pub volumes: Vec<VolumeReport>,
+    /// Engine and engine-frontend entries on the node that no known volume owns.
+    pub unmapped_instances: Vec<UnmappedInstance>,
 }
 
 impl NodeAnalysis {
@@ -131,9 +133,19 @@ impl NodeAnalysis {
         self.volumes.iter().filter(|v| v.verdict == Verdict::Overridden)
     }
 
+    /// Unmapped instance-manager entries that block the drain.
+    pub fn blocking_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
+        self.unmapped_instances.iter().filter(|u| u.verdict == Verdict::Block)
+    }
+
+    /// Unmapped instance-manager entries let through by the node override.
+    pub fn overridden_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
+        self.unmapped_instances.iter().filter(|u| u.verdict == Verdict::Overridden)
+    }
+
     /// True when a drain would have to wait.
     pub fn would_block(&self) -> bool {
-        self.blocking().next().is_some()
+        self.blocking().next().is_some() || self.blocking_unmapped().next().is_some()
     }
 }
 
@@ -248,28 +260,27 @@ pub fn analyze_node_with(
             names.insert(v.to_string());
         }
     }
-    for name in engines_in_instance_managers(view, node) {
-        if let Some(v) = volume_of_engine(view, &name) {
-            names.insert(v);
-        }
-    }
+    let instances = node_instances(view, node);
+    names.extend(instances.by_volume.keys().cloned());
     let node_override =
         node_override.map(|r| format!("node {node} annotation {ALLOW_DRAIN_ANNOTATION}: {r}"));
-    let volumes =
-        names.iter().map(|v| analyze_volume(view, node, v, policy, now, node_override.as_deref())).collect();
+    let volumes = names
+        .iter()
+        .map(|v| {
+            let kinds = instances.by_volume.get(v);
+            analyze_volume(view, node, v, kinds, policy, now, node_override.as_deref())
+        })
+        .collect();
+    let verdict = if node_override.is_some() { Verdict::Overridden } else { Verdict::Block };
+    let unmapped_instances =
+        instances.unmapped.into_iter().map(|u| UnmappedInstance { verdict, ..u }).collect();
     NodeAnalysis {
         node: node.to_string(),
         known: view.node(node).is_some() || view.longhorn_node(node).is_some(),
         node_override,
         volumes,
+        unmapped_instances,
     }
-}
-
-/// Engine names that the instance managers on `node` report running
-/// (`status.instanceEngines` and `status.instanceEngineFrontends`), as Longhorn's own
-/// "all volumes detached from node" check reads them.
-fn engines_in_instance_managers(view: &ClusterView, node: &str) -> BTreeSet<String> {
-    engines_reported_by(view.instance_managers_on_node(node))
 }
 
 /// Engine names that these instance managers report running; replica-only instance
@@ -286,27 +297,149 @@ pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager
     out
 }
 
-/// The volume an engine name implies under Longhorn's naming `<volume>-e-<n>`.
-pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
-    let (vol, n) = engine.rsplit_once("-e-")?;
-    (!vol.is_empty() && !n.is_empty()).then_some(vol)
+/// What an instance manager runs for a volume besides replicas.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub enum InstanceKind {
+    /// An engine (`status.instanceEngines`), v1 or v2.
+    Engine,
+    /// A v2 engine frontend (`status.instanceEngineFrontends`).
+    EngineFrontend,
 }
 
-/// The volume of an engine by name: from the Engine object, else from Longhorn's naming
-/// `<volume>-e-<n>`.
-fn volume_of_engine(view: &ClusterView, engine: &str) -> Option<String> {
-    if let Some(v) = view.engine(engine).and_then(Engine::volume) {
+impl InstanceKind {
+    /// `engine` / `engine frontend`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Engine => "engine",
+            Self::EngineFrontend => "engine frontend",
+        }
+    }
+}
+
+/// An engine or engine-frontend name read under Longhorn's naming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineRef<'a> {
+    pub volume: &'a str,
+    pub kind: InstanceKind,
+}
+
+/// Maps a name Longhorn generates for a volume's engine, `<volume>-e-<n>`
+/// (`types.GenerateEngineNameForVolume`, v1 and v2), or engine frontend, `<volume>-ef-<n>`
+/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal, to the volume.
+pub fn engine_volume(name: &str) -> Option<EngineRef<'_>> {
+    [("-e-", InstanceKind::Engine), ("-ef-", InstanceKind::EngineFrontend)].into_iter().find_map(
+        |(sep, kind)| {
+            let (volume, n) = name.rsplit_once(sep)?;
+            let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+            (!volume.is_empty() && numbered).then_some(EngineRef { volume, kind })
+        },
+    )
+}
+
+/// The volume an engine or engine-frontend name implies under Longhorn's naming.
+pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
+    engine_volume(engine).map(|r| r.volume)
+}
+
+/// An engine or engine-frontend entry of an instance manager on the node that cannot be tied
+/// to a volume in the view. Longhorn keeps the instance manager's disruption budget while
+/// any entry runs, so it blocks the drain too.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmappedInstance {
+    pub instance_manager: String,
+    pub kind: InstanceKind,
+    /// The entry's key in `instanceEngines` / `instanceEngineFrontends`.
+    pub name: String,
+    /// `block`, or `overridden` by the node's override annotation.
+    pub verdict: Verdict,
+}
+
+impl UnmappedInstance {
+    /// `engine frontend X in instance manager Y: no known volume owns it` (no remedy).
+    pub fn reason(&self) -> String {
+        format!(
+            "{} {} in instance manager {}: no known volume owns it",
+            self.kind.as_str(),
+            self.name,
+            self.instance_manager
+        )
+    }
+
+    /// The reason and what unblocks it, as one line.
+    pub fn line(&self) -> String {
+        format!("{}; wait until Longhorn stops it, or check that instance manager", self.reason())
+    }
+}
+
+/// What the instance managers on one node run besides replicas: entries tied to a volume
+/// (by their Engine object, else by Longhorn's naming of a volume in the view), and the rest.
+#[derive(Debug, Default)]
+struct NodeInstances {
+    by_volume: BTreeMap<String, BTreeSet<InstanceKind>>,
+    unmapped: Vec<UnmappedInstance>,
+}
+
+/// The engine and engine-frontend entries of the non-replica instance managers on `node`,
+/// as Longhorn's "all volumes detached from node" check reads them.
+fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
+    let mut out = NodeInstances::default();
+    for im in view.instance_managers_on_node(node) {
+        if matches!(im.spec.type_.as_str(), "replica") {
+            continue;
+        }
+        let im_name = im.metadata.name.as_deref().unwrap_or("");
+        let entries = im
+            .status
+            .instance_engines
+            .keys()
+            .map(|k| (InstanceKind::Engine, k))
+            .chain(im.status.instance_engine_frontends.keys().map(|k| (InstanceKind::EngineFrontend, k)));
+        for (kind, name) in entries {
+            match owner_of_entry(view, name) {
+                Some(volume) => {
+                    out.by_volume.entry(volume).or_default().insert(kind);
+                }
+                None => out.unmapped.push(UnmappedInstance {
+                    instance_manager: im_name.to_string(),
+                    kind,
+                    name: name.clone(),
+                    verdict: Verdict::Block,
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// The volume an instance-manager entry belongs to: its Engine object's volume, else the
+/// volume its name implies when the view knows that volume (a Volume, or its replicas or
+/// engines).
+fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
+    if let Some(v) = view.engine(name).and_then(Engine::volume) {
         return Some(v.to_string());
     }
-    volume_of_engine_name(engine).map(str::to_string)
+    let volume = volume_of_engine_name(name)?;
+    let known = view.volume(volume).is_some()
+        || view.engines_of_volume(volume).next().is_some()
+        || view.replicas_of_volume(volume).next().is_some();
+    known.then(|| volume.to_string())
 }
 
 fn is_attached_state(state: &str) -> bool {
     matches!(state, "attached" | "attaching" | "detaching")
 }
 
-/// True when an engine of `volume` runs on `node`.
-fn attached_on(view: &ClusterView, node: &str, volume: &str, vol: Option<&Volume>) -> Option<String> {
+/// How an engine of `volume` runs on `node`, if it does; `in_ims` are the kinds of entry the
+/// node's instance managers run for it.
+fn attached_on(
+    view: &ClusterView,
+    node: &str,
+    volume: &str,
+    vol: Option<&Volume>,
+    in_ims: Option<&BTreeSet<InstanceKind>>,
+) -> Option<String> {
     if let Some(e) = view
         .engines_of_volume(volume)
         .find(|e| e.node() == Some(node) && matches!(e.status.current_state.as_str(), "running" | "starting"))
@@ -322,11 +455,9 @@ fn attached_on(view: &ClusterView, node: &str, volume: &str, vol: Option<&Volume
             return Some(format!("volume {}", v.status.state));
         }
     }
-    let in_im = engines_in_instance_managers(view, node);
-    if in_im.iter().any(|e| volume_of_engine(view, e).as_deref() == Some(volume)) {
-        return Some("engine running in its instance manager".to_string());
-    }
-    None
+    let kinds = in_ims.filter(|k| !k.is_empty())?;
+    let what: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    Some(format!("{} running in its instance manager", what.join(" and ")))
 }
 
 /// A replica "carries data" unless it was never healthy and never failed.
@@ -544,6 +675,7 @@ fn analyze_volume(
     view: &ClusterView,
     node: &str,
     volume: &str,
+    in_ims: Option<&BTreeSet<InstanceKind>>,
     policy: &Policy,
     now: SystemTime,
     node_override: Option<&str>,
@@ -553,7 +685,7 @@ fn analyze_volume(
     let attached = vol.map(|v| is_attached_state(&v.status.state)).unwrap_or(false)
         || engine.is_some_and(|e| e.status.current_state == "running");
     let detached = vol.is_some_and(|v| v.status.state == "detached");
-    let attached_here = attached_on(view, node, volume, vol);
+    let attached_here = attached_on(view, node, volume, vol, in_ims);
 
     let mut facts: Vec<ReplicaFacts> = view
         .replicas_of_volume(volume)
@@ -611,11 +743,16 @@ fn analyze_volume(
         } else if here.is_empty() {
             format!("no replica on {node}")
         } else if here.iter().all(|f| !f.report.carries_data) {
-            format!("replica on {node} was never used")
+            match here.len() {
+                1 => format!("replica on {node} was never used"),
+                n => format!("{n} replicas on {node} were never used"),
+            }
         } else {
-            format!(
-                "replica on {node} is stopped and the volume detached (drain.protectStoppedReplicas: false)"
-            )
+            let what = match here.len() {
+                1 => format!("replica on {node} is stopped"),
+                n => format!("{n} replicas on {node} are stopped or unused"),
+            };
+            format!("{what} and the volume detached (drain.protectStoppedReplicas: false)")
         };
     }
 
@@ -755,22 +892,27 @@ fn stranded_reason(
     let others: Vec<&ReplicaFacts> = facts.iter().filter(|f| !f.report.on_node).collect();
     let number = vol.map(|v| v.spec.number_of_replicas);
     let detached = vol.is_some_and(|v| v.status.state == "detached");
-    let healthy_here = at_risk.iter().any(|f| is_available_healthy(f.replica));
-    let lead = if healthy_here {
-        format!("last healthy replica is on {node}")
-    } else {
-        let state = at_risk.first().map(|f| f.report.state.as_str()).unwrap_or("unknown");
-        format!("only copy of its data is on {node} (replica {state})")
+    let healthy_here = at_risk.iter().filter(|f| is_available_healthy(f.replica)).count();
+    let lead = match (healthy_here, at_risk) {
+        (1, _) => format!("last healthy replica is on {node}"),
+        (h, _) if h > 1 => format!("all {h} healthy replicas are on {node}"),
+        (_, [one]) => format!("only copy of its data is on {node} (replica {})", one.report.state),
+        (_, many) => format!("only copies of its data are on {node} ({} replicas, none healthy)", many.len()),
     };
 
     if others.is_empty() {
         let n = facts.len();
         let reason = match number {
             Some(1) if n == 1 => "1 replica (numberOfReplicas=1)".to_string(),
-            Some(nr) => format!("{lead}; no other replica exists (numberOfReplicas={nr})"),
-            None => format!("{lead}; no other replica exists"),
+            Some(nr) if n == 1 => format!("{lead}; no other replica exists (numberOfReplicas={nr})"),
+            None if n == 1 => format!("{lead}; no other replica exists"),
+            Some(nr) => format!("{lead}; all {n} of its replicas are on {node} (numberOfReplicas={nr})"),
+            None => format!("{lead}; all {n} of its replicas are on {node}"),
         };
         let remedy = match number {
+            _ if n > 1 => {
+                format!("evict the replicas on {node} in Longhorn (node or disk eviction) and wait for the rebuild elsewhere")
+            }
             Some(nr) if nr <= 1 && detached => {
                 "raise numberOfReplicas to 2 or more and attach it until the rebuild is done".to_string()
             }
@@ -782,23 +924,22 @@ fn stranded_reason(
     }
 
     // Other replicas with the same reason share one clause: "its replicas on a, b each ...".
-    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    // Replicas without a node form their own clause, so no node name is ever empty.
+    let mut groups: Vec<(bool, WhyNotText, Vec<&str>)> = Vec::new();
     for f in &others {
-        let why = f.why_not.as_ref().map_or_else(|| "does not protect it".to_string(), ToString::to_string);
-        match groups.iter_mut().find(|(w, _)| *w == why) {
-            Some((_, nodes)) => nodes.push(f.node.as_str()),
-            None => groups.push((why, vec![f.node.as_str()])),
+        let why = WhyNotText::of(f.why_not.as_ref());
+        let unplaced = f.node.is_empty();
+        match groups.iter_mut().find(|(u, w, _)| *u == unplaced && *w == why) {
+            Some((_, _, nodes)) => nodes.push(f.node.as_str()),
+            None => groups.push((unplaced, why, vec![f.node.as_str()])),
         }
     }
     let mut parts = vec![lead];
     const SHOWN: usize = 2;
-    for (why, nodes) in groups.iter().take(SHOWN) {
-        parts.push(match nodes.as_slice() {
-            [one] => format!("its replica on {one} {why}"),
-            many => format!("its replicas on {} each {why}", many.join(", ")),
-        });
+    for (unplaced, why, nodes) in groups.iter().take(SHOWN) {
+        parts.push(replica_clause(*unplaced, why, nodes));
     }
-    let hidden: usize = groups.iter().skip(SHOWN).map(|(_, n)| n.len()).sum();
+    let hidden: usize = groups.iter().skip(SHOWN).map(|(_, _, n)| n.len()).sum();
     if hidden > 0 {
         parts.push(format!("and {hidden} more replica{}", if hidden == 1 { "" } else { "s" }));
     }
@@ -825,6 +966,43 @@ fn stranded_reason(
         "wait for Longhorn to rebuild a healthy replica elsewhere".to_string()
     };
     (parts.join("; "), remedy)
+}
+
+/// A [`WhyNot`] as grouped in a sentence ("does not protect it" when there is none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WhyNotText {
+    no_node: bool,
+    text: String,
+}
+
+impl WhyNotText {
+    fn of(why: Option<&WhyNot>) -> Self {
+        Self {
+            no_node: why == Some(&WhyNot::NoNode),
+            text: why.map_or_else(|| "does not protect it".to_string(), ToString::to_string),
+        }
+    }
+}
+
+/// One clause about replicas elsewhere that share a reason: `its replica on a failed 2m ago`,
+/// `its replicas on a, b each ...`, `its 3 replicas on a, b each ...` (several on one node),
+/// `its replica with no node ...`, `its 2 replicas have no node`.
+fn replica_clause(unplaced: bool, why: &WhyNotText, nodes: &[&str]) -> String {
+    let n = nodes.len();
+    if unplaced {
+        return match (n, why.no_node) {
+            (1, true) => "its replica has no node".to_string(),
+            (_, true) => format!("its {n} replicas have no node"),
+            (1, false) => format!("its replica with no node {}", why.text),
+            _ => format!("its {n} replicas with no node each {}", why.text),
+        };
+    }
+    let distinct: Vec<&str> = nodes.iter().copied().collect::<BTreeSet<&str>>().into_iter().collect();
+    match (n, distinct.len()) {
+        (1, _) => format!("its replica on {} {}", distinct.join(", "), why.text),
+        (_, d) if d == n => format!("its replicas on {} each {}", distinct.join(", "), why.text),
+        _ => format!("its {n} replicas on {} each {}", distinct.join(", "), why.text),
+    }
 }
 
 #[cfg(test)]
