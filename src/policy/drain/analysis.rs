@@ -74,6 +74,9 @@ pub struct VolumeReport {
     pub volume: String,
     /// `spec.numberOfReplicas`, when the Volume is in the view.
     pub number_of_replicas: Option<i64>,
+    /// `v1` or `v2`: the Volume's `spec.dataEngine`, else its replicas' or engine's ("" when
+    /// none says).
+    pub data_engine: String,
     /// `status.state` of the Volume ("" when unknown).
     pub state: String,
     /// An engine of the volume runs on the node.
@@ -713,14 +716,19 @@ fn analyze_volume(
     let mut remedy = String::new();
     let mut verdict = Verdict::Block;
     if let Some(how) = &attached_here {
-        let engine_phrase = if how.starts_with("engine ") && how.ends_with(" running") {
-            "engine running".to_string()
-        } else {
-            how.clone()
+        let frontend_too = in_ims.is_some_and(|k| k.contains(&InstanceKind::EngineFrontend));
+        let engine_phrase = match (how.starts_with("engine ") && how.ends_with(" running"), frontend_too) {
+            (true, true) => "engine and engine frontend running".to_string(),
+            (true, false) => "engine running".to_string(),
+            _ => how.clone(),
         };
         reason = format!("attached to {node} ({engine_phrase})");
         if stranded {
-            reason.push_str(" and holds its last healthy replica");
+            match at_risk.iter().filter(|f| is_available_healthy(f.replica)).count() {
+                0 => reason.push_str(" and holds the only copy of its data"),
+                1 => reason.push_str(" and holds its last healthy replica"),
+                n => reason.push_str(&format!(" and holds all {n} of its healthy replicas")),
+            }
         }
         let pvc = vol
             .map(|v| &v.status.kubernetes_status)
@@ -771,6 +779,7 @@ fn analyze_volume(
     VolumeReport {
         volume: volume.to_string(),
         number_of_replicas: vol.map(|v| v.spec.number_of_replicas),
+        data_engine: data_engine_of(vol, &facts, engine),
         state: vol.map(|v| v.status.state.clone()).unwrap_or_default(),
         attached_here: attached_here.is_some(),
         replicas: facts.into_iter().map(|f| f.report).collect(),
@@ -880,6 +889,18 @@ fn replica_facts<'a>(
     };
     let why_not = if on_node { None } else { why_not };
     ReplicaFacts { replica: r, node, rebuild, why_not, report }
+}
+
+/// The volume's data engine: the Volume's `spec.dataEngine`, else a replica's, else its
+/// engine's.
+fn data_engine_of(vol: Option<&Volume>, facts: &[ReplicaFacts], engine: Option<&Engine>) -> String {
+    vol.map(|v| v.spec.data_engine.as_str())
+        .into_iter()
+        .chain(facts.iter().map(|f| f.replica.spec.data_engine.as_str()))
+        .chain(engine.map(|e| e.spec.data_engine.as_str()))
+        .find(|e| !e.is_empty())
+        .unwrap_or("")
+        .to_string()
 }
 
 /// The reason and remedy for a volume whose data on `node` has no protecting copy elsewhere.
