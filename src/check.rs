@@ -141,7 +141,8 @@ pub fn render_table(a: &NodeAnalysis) -> String {
         }
     }
     for u in &a.unmapped_instances {
-        out.push_str(&format!("{}: {} [{}]\n", a.node, u.line(), u.verdict.as_str()));
+        let verdict = if u.overridden { Verdict::Overridden } else { Verdict::Block };
+        out.push_str(&format!("{}: {} [{}]\n", a.node, u.line(), verdict.as_str()));
     }
     let total = a.volumes.len();
     let blocking = a.blocking().count();

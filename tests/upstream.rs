@@ -311,6 +311,6 @@ fn check_drain_names_v2_frontends_and_unmapped_entries() {
     assert_eq!(v["drain"], "block");
     assert_eq!(
         v["unmappedInstances"],
-        json!([{"instanceManager": "instance-manager-v2-node-1", "kind": "engine", "name": "pvc-0d1e-e-4", "verdict": "block"}])
+        json!([{"instanceManager": "instance-manager-v2-node-1", "kind": "engine", "name": "pvc-0d1e-e-4", "overridden": false}])
     );
 }

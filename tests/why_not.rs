@@ -6,7 +6,7 @@
 mod cluster;
 
 use cluster::*;
-use longhorn_guard::policy::drain::{analyze_node, NodeAnalysis, Verdict};
+use longhorn_guard::policy::drain::{analyze_node, NodeAnalysis};
 use longhorn_guard::policy::Policy;
 use serde_json::{json, Value};
 
@@ -290,5 +290,5 @@ fn an_entry_no_volume_owns_blocks_naming_it_and_its_instance_manager() {
     });
     let a = analyze(&items, "node-1");
     assert!(!a.would_block());
-    assert!(a.unmapped_instances.iter().all(|u| u.verdict == Verdict::Overridden));
+    assert!(a.unmapped_instances.iter().all(|u| u.overridden));
 }

@@ -4,15 +4,18 @@
 //! so a denial, a cordon warning and the preflight report always say the same thing.
 
 mod analysis;
+mod instances;
 mod message;
 
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, carries_data, engine_volume, engines_reported_by, format_time,
-    override_reason, stalled_rebuilds, volume_of_engine_name, EngineRef, InstanceKind, NodeAnalysis,
-    ReplicaReport, StalledRebuild, UnmappedInstance, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, carries_data, format_time, override_reason, stalled_rebuilds,
+    NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+};
+pub use instances::{
+    engine_volume, engines_reported_by, volume_of_engine_name, EngineRef, InstanceKind, UnmappedInstance,
 };
 pub use message::{deny_message, impact, reason_for, waits_for, warning_lines};
 

@@ -3,13 +3,15 @@
 //! [`NodeAnalysis`] out. The eviction rule, node deletion, cordon warnings and
 //! `check drain` all read the same analysis, so they always say the same thing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 use crate::cluster::{annotation, ClusterView, Engine, InstanceManager, Replica, Source, Volume};
 use crate::policy::Policy;
+
+use super::instances::{node_instances, InstanceKind, UnmappedInstance};
 
 /// Annotation on a Longhorn Volume (that volume) or a Kubernetes Node (every volume on it)
 /// that lets a drain proceed although it would strand data. Its value is the reason; an
@@ -138,12 +140,12 @@ impl NodeAnalysis {
 
     /// Unmapped instance-manager entries that block the drain.
     pub fn blocking_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
-        self.unmapped_instances.iter().filter(|u| u.verdict == Verdict::Block)
+        self.unmapped_instances.iter().filter(|u| !u.overridden)
     }
 
     /// Unmapped instance-manager entries let through by the node override.
     pub fn overridden_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
-        self.unmapped_instances.iter().filter(|u| u.verdict == Verdict::Overridden)
+        self.unmapped_instances.iter().filter(|u| u.overridden)
     }
 
     /// True when a drain would have to wait.
@@ -274,9 +276,9 @@ pub fn analyze_node_with(
             analyze_volume(view, node, v, kinds, policy, now, node_override.as_deref())
         })
         .collect();
-    let verdict = if node_override.is_some() { Verdict::Overridden } else { Verdict::Block };
+    let overridden = node_override.is_some();
     let unmapped_instances =
-        instances.unmapped.into_iter().map(|u| UnmappedInstance { verdict, ..u }).collect();
+        instances.unmapped.into_iter().map(|u| UnmappedInstance { overridden, ..u }).collect();
     NodeAnalysis {
         node: node.to_string(),
         known: view.node(node).is_some() || view.longhorn_node(node).is_some(),
@@ -284,150 +286,6 @@ pub fn analyze_node_with(
         volumes,
         unmapped_instances,
     }
-}
-
-/// Engine names that these instance managers report running; replica-only instance
-/// managers run no engine and are skipped.
-pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for im in ims {
-        if matches!(im.spec.type_.as_str(), "replica") {
-            continue;
-        }
-        out.extend(im.status.instance_engines.keys().cloned());
-        out.extend(im.status.instance_engine_frontends.keys().cloned());
-    }
-    out
-}
-
-/// What an instance manager runs for a volume besides replicas.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "camelCase")]
-pub enum InstanceKind {
-    /// An engine (`status.instanceEngines`), v1 or v2.
-    Engine,
-    /// A v2 engine frontend (`status.instanceEngineFrontends`).
-    EngineFrontend,
-}
-
-impl InstanceKind {
-    /// `engine` / `engine frontend`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Engine => "engine",
-            Self::EngineFrontend => "engine frontend",
-        }
-    }
-}
-
-/// An engine or engine-frontend name read under Longhorn's naming.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EngineRef<'a> {
-    pub volume: &'a str,
-    pub kind: InstanceKind,
-}
-
-/// Maps a name Longhorn generates for a volume's engine, `<volume>-e-<n>`
-/// (`types.GenerateEngineNameForVolume`, v1 and v2), or engine frontend, `<volume>-ef-<n>`
-/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal, to the volume.
-pub fn engine_volume(name: &str) -> Option<EngineRef<'_>> {
-    [("-e-", InstanceKind::Engine), ("-ef-", InstanceKind::EngineFrontend)].into_iter().find_map(
-        |(sep, kind)| {
-            let (volume, n) = name.rsplit_once(sep)?;
-            let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
-            (!volume.is_empty() && numbered).then_some(EngineRef { volume, kind })
-        },
-    )
-}
-
-/// The volume an engine or engine-frontend name implies under Longhorn's naming.
-pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
-    engine_volume(engine).map(|r| r.volume)
-}
-
-/// An engine or engine-frontend entry of an instance manager on the node that cannot be tied
-/// to a volume in the view. Longhorn keeps the instance manager's disruption budget while
-/// any entry runs, so it blocks the drain too.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct UnmappedInstance {
-    pub instance_manager: String,
-    pub kind: InstanceKind,
-    /// The entry's key in `instanceEngines` / `instanceEngineFrontends`.
-    pub name: String,
-    /// `block`, or `overridden` by the node's override annotation.
-    pub verdict: Verdict,
-}
-
-impl UnmappedInstance {
-    /// `engine frontend X in instance manager Y: no known volume owns it` (no remedy).
-    pub fn reason(&self) -> String {
-        format!(
-            "{} {} in instance manager {}: no known volume owns it",
-            self.kind.as_str(),
-            self.name,
-            self.instance_manager
-        )
-    }
-
-    /// The reason and what unblocks it, as one line.
-    pub fn line(&self) -> String {
-        format!("{}; wait until Longhorn stops it, or check that instance manager", self.reason())
-    }
-}
-
-/// What the instance managers on one node run besides replicas: entries tied to a volume
-/// (by their Engine object, else by Longhorn's naming of a volume in the view), and the rest.
-#[derive(Debug, Default)]
-struct NodeInstances {
-    by_volume: BTreeMap<String, BTreeSet<InstanceKind>>,
-    unmapped: Vec<UnmappedInstance>,
-}
-
-/// The engine and engine-frontend entries of the non-replica instance managers on `node`,
-/// as Longhorn's "all volumes detached from node" check reads them.
-fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
-    let mut out = NodeInstances::default();
-    for im in view.instance_managers_on_node(node) {
-        if matches!(im.spec.type_.as_str(), "replica") {
-            continue;
-        }
-        let im_name = im.metadata.name.as_deref().unwrap_or("");
-        let entries = im
-            .status
-            .instance_engines
-            .keys()
-            .map(|k| (InstanceKind::Engine, k))
-            .chain(im.status.instance_engine_frontends.keys().map(|k| (InstanceKind::EngineFrontend, k)));
-        for (kind, name) in entries {
-            match owner_of_entry(view, name) {
-                Some(volume) => {
-                    out.by_volume.entry(volume).or_default().insert(kind);
-                }
-                None => out.unmapped.push(UnmappedInstance {
-                    instance_manager: im_name.to_string(),
-                    kind,
-                    name: name.clone(),
-                    verdict: Verdict::Block,
-                }),
-            }
-        }
-    }
-    out
-}
-
-/// The volume an instance-manager entry belongs to: its Engine object's volume, else the
-/// volume its name implies when the view knows that volume (a Volume, or its replicas or
-/// engines).
-fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
-    if let Some(v) = view.engine(name).and_then(Engine::volume) {
-        return Some(v.to_string());
-    }
-    let volume = volume_of_engine_name(name)?;
-    let known = view.volume(volume).is_some()
-        || view.engines_of_volume(volume).next().is_some()
-        || view.replicas_of_volume(volume).next().is_some();
-    known.then(|| volume.to_string())
 }
 
 fn is_attached_state(state: &str) -> bool {

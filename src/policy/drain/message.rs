@@ -4,7 +4,8 @@
 use crate::decision::{clip, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
-use super::analysis::{UnmappedInstance, VolumeReport};
+use super::analysis::VolumeReport;
+use super::instances::UnmappedInstance;
 
 /// The machine reason for a denial code, as the Kubernetes API names it.
 pub fn reason_for(code: u16) -> &'static str {
