@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use serde_json::json;
 
 use crate::cluster::{confirm, snapshot, ClusterView};
-use crate::policy::drain::{analyze_node, NodeAnalysis, Verdict};
+use crate::policy::drain::{analyze_node, NodeAnalysis, ReplicaReport, Verdict};
 use crate::policy::Policy;
 
 /// Arguments of `longhorn-guard check drain`.
@@ -23,7 +23,7 @@ pub struct DrainArgs {
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
     /// Policy file (YAML); defaults apply when absent.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
     pub policy: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -96,16 +96,20 @@ pub fn render_json(a: &NodeAnalysis) -> serde_json::Value {
         "drain": if a.would_block() { "block" } else { "proceed" },
         "nodeOverride": a.node_override,
         "volumes": a.volumes,
+        "unmappedInstances": a.unmapped_instances,
     })
 }
 
-/// The table: VOLUME, REPLICAS (node:state), PROTECTING (elsewhere), VERDICT, REASON, then a
-/// summary line.
+/// The table: VOLUME, REPLICAS (node:state, `unscheduled:state` without a node), PROTECTING
+/// (elsewhere), VERDICT, REASON; then one line per instance-manager entry no known volume
+/// owns; then a summary line.
 pub fn render_table(a: &NodeAnalysis) -> String {
     let mut rows: Vec<[String; 5]> =
         vec![["VOLUME".into(), "REPLICAS".into(), "PROTECTING".into(), "VERDICT".into(), "REASON".into()]];
     for v in &a.volumes {
-        let replicas: Vec<String> = v.replicas.iter().map(|r| format!("{}:{}", r.node, r.state)).collect();
+        let at =
+            |r: &ReplicaReport| if r.node.is_empty() { "unscheduled".to_string() } else { r.node.clone() };
+        let replicas: Vec<String> = v.replicas.iter().map(|r| format!("{}:{}", at(r), r.state)).collect();
         let protecting: Vec<String> =
             v.replicas.iter().filter(|r| r.protecting).map(|r| format!("{}:{}", r.node, r.state)).collect();
         let mut reason = v.explanation();
@@ -136,13 +140,24 @@ pub fn render_table(a: &NodeAnalysis) -> String {
             out.push('\n');
         }
     }
+    for u in &a.unmapped_instances {
+        let verdict = if u.overridden { Verdict::Overridden } else { Verdict::Block };
+        out.push_str(&format!("{}: {} [{}]\n", a.node, u.line(), verdict.as_str()));
+    }
     let total = a.volumes.len();
     let blocking = a.blocking().count();
-    let overridden = a.volumes.iter().filter(|v| v.verdict == Verdict::Overridden).count();
+    let unmapped = a.blocking_unmapped().count();
+    let overridden = a.volumes.iter().filter(|v| v.verdict == Verdict::Overridden).count()
+        + a.overridden_unmapped().count();
     let checked = if total == 1 { "1 volume".to_string() } else { format!("{total} volumes") };
-    let mut summary = if blocking > 0 {
-        format!("{}: a drain would BLOCK on {blocking} of {checked}", a.node)
-    } else if total == 0 {
+    let mut summary = if blocking > 0 || unmapped > 0 {
+        let on = match (blocking, unmapped) {
+            (b, 0) => format!("{b} of {checked}"),
+            (0, u) => format!("{} ({checked} checked)", crate::policy::drain::waits_for(0, u)),
+            (b, u) => format!("{b} of {checked} and {}", crate::policy::drain::waits_for(0, u)),
+        };
+        format!("{}: a drain would BLOCK on {on}", a.node)
+    } else if total == 0 && a.unmapped_instances.is_empty() {
         format!("{}: a drain would proceed (no volume has a replica or engine on it)", a.node)
     } else {
         format!("{}: a drain would proceed ({checked} checked, none blocking)", a.node)

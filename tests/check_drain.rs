@@ -1,5 +1,6 @@
-//! `longhorn-guard check drain` against the shipped demo snapshot (the same content as
-//! `shared/fixtures/cluster/snapshot-three-nodes.json`).
+//! `longhorn-guard check drain` against the shipped demo snapshot (the content of
+//! `shared/fixtures/cluster/snapshot-three-nodes.json` plus a v2 volume, vol-v2, with SPDK
+//! instance managers).
 
 use std::process::Command;
 
@@ -28,7 +29,7 @@ fn node_3_would_drain() {
     let (code, out, err) = check(&["node-3", "--state", DEMO]);
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 3, "{out}");
+    assert_eq!(lines.len(), 4, "{out}");
     assert!(lines[0].starts_with("VOLUME       REPLICAS"), "{out}");
     for col in ["VOLUME", "REPLICAS", "PROTECTING", "VERDICT", "REASON"] {
         assert!(lines[0].contains(col), "{out}");
@@ -37,7 +38,11 @@ fn node_3_would_drain() {
         lines[1].starts_with("vol-healthy  node-3:RW,node-1:RW,node-2:RW  node-1:RW,node-2:RW  safe"),
         "{out}"
     );
-    assert_eq!(lines[2], "node-3: a drain would proceed (1 volume checked, none blocking)");
+    assert_eq!(
+        lines[2],
+        "vol-v2       node-3:RW,node-1:RW            node-1:RW            safe     protected by healthy replica on node-1"
+    );
+    assert_eq!(lines[3], "node-3: a drain would proceed (2 volumes checked, none blocking)");
 }
 
 #[test]
@@ -45,7 +50,8 @@ fn node_1_and_node_2_would_block() {
     let (code, out, _) = check(&["node-1", "--state", DEMO]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("vol-degraded  node-1:RW,node-2:WO(0%,stalled)  -"), "{out}");
-    assert!(out.ends_with("node-1: a drain would BLOCK on 1 of 2 volumes\n"), "{out}");
+    assert!(out.contains("vol-v2        node-1:RW,node-3:RW              -           block    attached to node-1 (engine and engine frontend running)"), "{out}");
+    assert!(out.ends_with("node-1: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
 
     let (code, out, _) = check(&["node-2", "--state", FIXTURE_JSON]);
     assert_eq!(code, 1, "{out}");

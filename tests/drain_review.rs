@@ -64,7 +64,7 @@ fn eviction_of_an_ordinary_pod_is_allowed() {
 
 #[test]
 fn instance_manager_evictions_per_node() {
-    // node-3: every replica there has a healthy copy on node-1/node-2.
+    // node-3: every replica there (v1 and v2) has a healthy copy on node-1/node-2.
     let node3 = for_pod("eviction-create.json", "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e");
     let (code, resp, err) = review(&node3, &[]);
     assert_eq!(code, 0, "{err}");
@@ -78,10 +78,18 @@ fn instance_manager_evictions_per_node() {
     let msg = resp["response"]["status"]["message"].as_str().unwrap();
     assert!(
         msg.starts_with(
-            "longhorn-guard: draining node-1 would strand 1 volume:\n- vol-degraded: attached to node-1"
+            "longhorn-guard: draining node-1 would strand 2 volumes:\n- vol-degraded: attached to node-1"
         ),
         "{msg}"
     );
+    // The v2 volume, through its SPDK instance manager's pod on node-1 as well.
+    let v2_line = "\n- vol-v2: attached to node-1 (engine and engine frontend running) and holds its last \
+                   healthy replica; move its workload (PVC default/data-kafka-0) off node-1 first";
+    assert!(msg.ends_with(v2_line), "{msg}");
+    let node1_v2 = for_pod("eviction-create.json", "instance-manager-7c2e9a4b1d0f43a68e5b9c1d2f3a4b5c");
+    let (code, resp, _) = review(&node1_v2, &[]);
+    assert_eq!(code, 1);
+    assert_eq!(resp["response"]["status"]["message"].as_str().unwrap(), msg);
 
     // node-2 through the v1beta1-style body, with a fail-fast policy.
     let dir = tempfile::tempdir().unwrap();

@@ -25,7 +25,7 @@ pub use source::{Input, InputError};
 #[derive(Debug, clap::Args)]
 pub struct LintArgs {
     /// Policy file (YAML); defaults apply when absent.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
     pub policy: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]

@@ -213,8 +213,29 @@ impl Policy {
     }
 }
 
-fn show(d: Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
+/// A duration in the one style the policy file documents: `8d`, `1h30m`, `1m1s`, `500ms`
+/// (units `d`, `h`, `m`, `s`, `ms`, `us`, `ns`; `0s` for zero). It parses back to itself.
+pub fn show(d: Duration) -> String {
+    const UNITS: [(u64, &str); 4] = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")];
+    let mut out = String::new();
+    let mut secs = d.as_secs();
+    for (size, unit) in UNITS {
+        if secs >= size {
+            out.push_str(&format!("{}{unit}", secs / size));
+            secs %= size;
+        }
+    }
+    let nanos = d.subsec_nanos();
+    for (size, unit) in [(1_000_000, "ms"), (1_000, "us"), (1, "ns")] {
+        let n = (nanos / size) % 1000;
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
 }
 
 /// Durations as Go-style strings (`"90s"`, `"10m"`, `"1h30m"`, `"500ms"`) or whole seconds.
@@ -222,7 +243,7 @@ pub mod duration {
     use super::*;
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string().replace(' ', ""))
+        s.serialize_str(&super::show(*d))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -252,6 +273,22 @@ pub mod duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_print_in_the_style_they_parse_in() {
+        for (d, text) in [
+            (Duration::ZERO, "0s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_secs(61), "1m1s"),
+            (Duration::from_secs(5400), "1h30m"),
+            (Duration::from_secs(8 * 86_400), "8d"),
+            (Duration::from_secs(8 * 86_400 + 3601), "8d1h1s"),
+            (Duration::new(2, 1_500), "2s1us500ns"),
+        ] {
+            assert_eq!(show(d), text);
+            assert_eq!(duration::parse(text).unwrap(), d, "{text} parses back");
+        }
+    }
 
     #[test]
     fn empty_policy_is_the_default() {
@@ -296,7 +333,8 @@ mod tests {
             ("gate:\n  timeout: 2h\n", "gate.timeout must be at most 1h, got 2h"),
             ("gate:\n  timeout: 18446744073709551615\n", "gate.timeout must be at most 1h"),
             ("drain:\n  maxViewAge: 61s\n", "drain.maxViewAge must be at most 60s, got 1m1s"),
-            ("drain:\n  stallAfter: 8d\n", "drain.stallAfter must be at most 7d, got 8days"),
+            ("drain:\n  stallAfter: 8d\n", "drain.stallAfter must be at most 7d, got 8d"),
+            ("drain:\n  stallAfter: 8d1h\n", "drain.stallAfter must be at most 7d, got 8d1h"),
         ] {
             let err = Policy::parse(text).unwrap_err();
             assert!(err.contains(want), "{text:?}: {err}");

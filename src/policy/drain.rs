@@ -4,17 +4,20 @@
 //! so a denial, a cordon warning and the preflight report always say the same thing.
 
 mod analysis;
+mod instances;
 mod message;
 
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, carries_data, engines_reported_by, format_time, override_reason,
-    stalled_rebuilds, volume_of_engine_name, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict,
-    VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, carries_data, format_time, override_reason, stalled_rebuilds,
+    NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
-pub use message::{deny_message, reason_for, warning_lines};
+pub use instances::{
+    engine_volume, engines_reported_by, volume_of_engine_name, EngineRef, InstanceKind, UnmappedInstance,
+};
+pub use message::{deny_message, impact, reason_for, waits_for, warning_lines};
 
 use crate::admission::AdmissionRequest;
 use crate::cluster::{ClusterView, Node, Source, LONGHORN_NAMESPACE};
@@ -134,40 +137,45 @@ fn guard(
     let node_override = node_override.or_else(|| view.node(node).and_then(|n| override_reason(&n.metadata)));
     let analysis = analyze_node_with(view, node, policy, now, node_override);
     let blocking: Vec<&VolumeReport> = analysis.blocking().collect();
+    let unmapped: Vec<&UnmappedInstance> = analysis.blocking_unmapped().collect();
     let overridden: Vec<&VolumeReport> = analysis.overridden().collect();
+    let overridden_unmapped: Vec<&UnmappedInstance> = analysis.overridden_unmapped().collect();
     let mut details = Details { node: Some(node.to_string()), ..Details::default() };
 
-    let mut d = if !blocking.is_empty() {
+    let mut d = if !blocking.is_empty() || !unmapped.is_empty() {
         details.volumes = blocking.iter().map(|v| v.volume.clone()).collect();
         match policy.drain.action {
-            DrainAction::Enforce => deny(policy, deny_message(&act.phrase(node), node, &blocking, policy)),
+            DrainAction::Enforce => {
+                deny(policy, deny_message(&act.phrase(node), node, &blocking, &unmapped, policy))
+            }
             _ => {
                 let head = format!(
-                    "longhorn-guard: {} would strand {} (drain.action is warn, so it is allowed):",
+                    "longhorn-guard: {} would {} (drain.action is warn, so it is allowed):",
                     act.phrase(node),
-                    message::volumes(blocking.len())
+                    message::impact(blocking.len(), unmapped.len())
                 );
-                Decision::warn(warning_lines(head, node, &blocking, policy))
+                Decision::warn(warning_lines(head, node, &blocking, &unmapped, policy))
             }
         }
     } else {
         let mut d = Decision::allow();
-        if !overridden.is_empty() {
+        if !overridden.is_empty() || !overridden_unmapped.is_empty() {
             details.volumes = overridden.iter().map(|v| v.volume.clone()).collect();
             let bys: Vec<&str> = overridden
                 .iter()
                 .filter_map(|v| v.overridden.as_deref())
+                .chain(analysis.node_override.as_deref().filter(|_| !overridden_unmapped.is_empty()))
                 .collect::<BTreeSet<&str>>()
                 .into_iter()
                 .collect();
             details.overridden = Some(bys.join("; "));
             let head = format!(
-                "longhorn-guard: {} would strand {}; allowed by override ({})",
+                "longhorn-guard: {} would {}; allowed by override ({})",
                 act.phrase(node),
-                message::volumes(overridden.len()),
+                message::impact(overridden.len(), overridden_unmapped.len()),
                 bys.join("; ")
             );
-            d.warnings = warning_lines(head, node, &overridden, policy);
+            d.warnings = warning_lines(head, node, &overridden, &overridden_unmapped, policy);
         }
         if policy.drain.action == DrainAction::Enforce
             && !view.freshness().is_fresh(now, policy.drain.max_view_age)
@@ -264,17 +272,18 @@ pub fn node_update(
     let node_override = override_reason(&new.metadata);
     let analysis = analyze_node_with(view, &name, policy, now, node_override);
     let blocking: Vec<&VolumeReport> = analysis.blocking().collect();
+    let unmapped: Vec<&UnmappedInstance> = analysis.blocking_unmapped().collect();
     let mut d = Decision::allow().rule("cordon");
     d.details.node = Some(name.clone());
-    if blocking.is_empty() {
+    if blocking.is_empty() && unmapped.is_empty() {
         return Ok(d);
     }
     d.details.volumes = blocking.iter().map(|v| v.volume.clone()).collect();
     let head = format!(
         "longhorn-guard: a drain of {name} will wait for {} (longhorn-guard check drain {name}):",
-        message::volumes(blocking.len())
+        message::waits_for(blocking.len(), unmapped.len())
     );
-    d.warnings = warning_lines(head, &name, &blocking, policy);
+    d.warnings = warning_lines(head, &name, &blocking, &unmapped, policy);
     Ok(d)
 }
 

@@ -11,6 +11,8 @@ use serde::Serialize;
 use crate::cluster::{annotation, ClusterView, Engine, InstanceManager, Replica, Source, Volume};
 use crate::policy::Policy;
 
+use super::instances::{node_instances, InstanceKind, UnmappedInstance};
+
 /// Annotation on a Longhorn Volume (that volume) or a Kubernetes Node (every volume on it)
 /// that lets a drain proceed although it would strand data. Its value is the reason; an
 /// empty value does not count.
@@ -74,6 +76,9 @@ pub struct VolumeReport {
     pub volume: String,
     /// `spec.numberOfReplicas`, when the Volume is in the view.
     pub number_of_replicas: Option<i64>,
+    /// `v1` or `v2`: the Volume's `spec.dataEngine`, else its replicas' or engine's ("" when
+    /// none says).
+    pub data_engine: String,
     /// `status.state` of the Volume ("" when unknown).
     pub state: String,
     /// An engine of the volume runs on the node.
@@ -118,6 +123,8 @@ pub struct NodeAnalysis {
     pub node_override: Option<String>,
     /// Volumes in name order.
     pub volumes: Vec<VolumeReport>,
+    /// Engine and engine-frontend entries on the node that no known volume owns.
+    pub unmapped_instances: Vec<UnmappedInstance>,
 }
 
 impl NodeAnalysis {
@@ -131,9 +138,19 @@ impl NodeAnalysis {
         self.volumes.iter().filter(|v| v.verdict == Verdict::Overridden)
     }
 
+    /// Unmapped instance-manager entries that block the drain.
+    pub fn blocking_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
+        self.unmapped_instances.iter().filter(|u| !u.overridden)
+    }
+
+    /// Unmapped instance-manager entries let through by the node override.
+    pub fn overridden_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
+        self.unmapped_instances.iter().filter(|u| u.overridden)
+    }
+
     /// True when a drain would have to wait.
     pub fn would_block(&self) -> bool {
-        self.blocking().next().is_some()
+        self.blocking().next().is_some() || self.blocking_unmapped().next().is_some()
     }
 }
 
@@ -248,65 +265,42 @@ pub fn analyze_node_with(
             names.insert(v.to_string());
         }
     }
-    for name in engines_in_instance_managers(view, node) {
-        if let Some(v) = volume_of_engine(view, &name) {
-            names.insert(v);
-        }
-    }
+    let instances = node_instances(view, node);
+    names.extend(instances.by_volume.keys().cloned());
     let node_override =
         node_override.map(|r| format!("node {node} annotation {ALLOW_DRAIN_ANNOTATION}: {r}"));
-    let volumes =
-        names.iter().map(|v| analyze_volume(view, node, v, policy, now, node_override.as_deref())).collect();
+    let volumes = names
+        .iter()
+        .map(|v| {
+            let kinds = instances.by_volume.get(v);
+            analyze_volume(view, node, v, kinds, policy, now, node_override.as_deref())
+        })
+        .collect();
+    let overridden = node_override.is_some();
+    let unmapped_instances =
+        instances.unmapped.into_iter().map(|u| UnmappedInstance { overridden, ..u }).collect();
     NodeAnalysis {
         node: node.to_string(),
         known: view.node(node).is_some() || view.longhorn_node(node).is_some(),
         node_override,
         volumes,
+        unmapped_instances,
     }
-}
-
-/// Engine names that the instance managers on `node` report running
-/// (`status.instanceEngines` and `status.instanceEngineFrontends`), as Longhorn's own
-/// "all volumes detached from node" check reads them.
-fn engines_in_instance_managers(view: &ClusterView, node: &str) -> BTreeSet<String> {
-    engines_reported_by(view.instance_managers_on_node(node))
-}
-
-/// Engine names that these instance managers report running; replica-only instance
-/// managers run no engine and are skipped.
-pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for im in ims {
-        if matches!(im.spec.type_.as_str(), "replica") {
-            continue;
-        }
-        out.extend(im.status.instance_engines.keys().cloned());
-        out.extend(im.status.instance_engine_frontends.keys().cloned());
-    }
-    out
-}
-
-/// The volume an engine name implies under Longhorn's naming `<volume>-e-<n>`.
-pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
-    let (vol, n) = engine.rsplit_once("-e-")?;
-    (!vol.is_empty() && !n.is_empty()).then_some(vol)
-}
-
-/// The volume of an engine by name: from the Engine object, else from Longhorn's naming
-/// `<volume>-e-<n>`.
-fn volume_of_engine(view: &ClusterView, engine: &str) -> Option<String> {
-    if let Some(v) = view.engine(engine).and_then(Engine::volume) {
-        return Some(v.to_string());
-    }
-    volume_of_engine_name(engine).map(str::to_string)
 }
 
 fn is_attached_state(state: &str) -> bool {
     matches!(state, "attached" | "attaching" | "detaching")
 }
 
-/// True when an engine of `volume` runs on `node`.
-fn attached_on(view: &ClusterView, node: &str, volume: &str, vol: Option<&Volume>) -> Option<String> {
+/// How an engine of `volume` runs on `node`, if it does; `in_ims` are the kinds of entry the
+/// node's instance managers run for it.
+fn attached_on(
+    view: &ClusterView,
+    node: &str,
+    volume: &str,
+    vol: Option<&Volume>,
+    in_ims: Option<&BTreeSet<InstanceKind>>,
+) -> Option<String> {
     if let Some(e) = view
         .engines_of_volume(volume)
         .find(|e| e.node() == Some(node) && matches!(e.status.current_state.as_str(), "running" | "starting"))
@@ -322,11 +316,9 @@ fn attached_on(view: &ClusterView, node: &str, volume: &str, vol: Option<&Volume
             return Some(format!("volume {}", v.status.state));
         }
     }
-    let in_im = engines_in_instance_managers(view, node);
-    if in_im.iter().any(|e| volume_of_engine(view, e).as_deref() == Some(volume)) {
-        return Some("engine running in its instance manager".to_string());
-    }
-    None
+    let kinds = in_ims.filter(|k| !k.is_empty())?;
+    let what: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    Some(format!("{} running in its instance manager", what.join(" and ")))
 }
 
 /// A replica "carries data" unless it was never healthy and never failed.
@@ -544,6 +536,7 @@ fn analyze_volume(
     view: &ClusterView,
     node: &str,
     volume: &str,
+    in_ims: Option<&BTreeSet<InstanceKind>>,
     policy: &Policy,
     now: SystemTime,
     node_override: Option<&str>,
@@ -553,7 +546,7 @@ fn analyze_volume(
     let attached = vol.map(|v| is_attached_state(&v.status.state)).unwrap_or(false)
         || engine.is_some_and(|e| e.status.current_state == "running");
     let detached = vol.is_some_and(|v| v.status.state == "detached");
-    let attached_here = attached_on(view, node, volume, vol);
+    let attached_here = attached_on(view, node, volume, vol, in_ims);
 
     let mut facts: Vec<ReplicaFacts> = view
         .replicas_of_volume(volume)
@@ -581,14 +574,19 @@ fn analyze_volume(
     let mut remedy = String::new();
     let mut verdict = Verdict::Block;
     if let Some(how) = &attached_here {
-        let engine_phrase = if how.starts_with("engine ") && how.ends_with(" running") {
-            "engine running".to_string()
-        } else {
-            how.clone()
+        let frontend_too = in_ims.is_some_and(|k| k.contains(&InstanceKind::EngineFrontend));
+        let engine_phrase = match (how.starts_with("engine ") && how.ends_with(" running"), frontend_too) {
+            (true, true) => "engine and engine frontend running".to_string(),
+            (true, false) => "engine running".to_string(),
+            _ => how.clone(),
         };
         reason = format!("attached to {node} ({engine_phrase})");
         if stranded {
-            reason.push_str(" and holds its last healthy replica");
+            match at_risk.iter().filter(|f| is_available_healthy(f.replica)).count() {
+                0 => reason.push_str(" and holds the only copy of its data"),
+                1 => reason.push_str(" and holds its last healthy replica"),
+                n => reason.push_str(&format!(" and holds all {n} of its healthy replicas")),
+            }
         }
         let pvc = vol
             .map(|v| &v.status.kubernetes_status)
@@ -611,11 +609,16 @@ fn analyze_volume(
         } else if here.is_empty() {
             format!("no replica on {node}")
         } else if here.iter().all(|f| !f.report.carries_data) {
-            format!("replica on {node} was never used")
+            match here.len() {
+                1 => format!("replica on {node} was never used"),
+                n => format!("{n} replicas on {node} were never used"),
+            }
         } else {
-            format!(
-                "replica on {node} is stopped and the volume detached (drain.protectStoppedReplicas: false)"
-            )
+            let what = match here.len() {
+                1 => format!("replica on {node} is stopped"),
+                n => format!("{n} replicas on {node} are stopped or unused"),
+            };
+            format!("{what} and the volume detached (drain.protectStoppedReplicas: false)")
         };
     }
 
@@ -634,6 +637,7 @@ fn analyze_volume(
     VolumeReport {
         volume: volume.to_string(),
         number_of_replicas: vol.map(|v| v.spec.number_of_replicas),
+        data_engine: data_engine_of(vol, &facts, engine),
         state: vol.map(|v| v.status.state.clone()).unwrap_or_default(),
         attached_here: attached_here.is_some(),
         replicas: facts.into_iter().map(|f| f.report).collect(),
@@ -745,6 +749,18 @@ fn replica_facts<'a>(
     ReplicaFacts { replica: r, node, rebuild, why_not, report }
 }
 
+/// The volume's data engine: the Volume's `spec.dataEngine`, else a replica's, else its
+/// engine's.
+fn data_engine_of(vol: Option<&Volume>, facts: &[ReplicaFacts], engine: Option<&Engine>) -> String {
+    vol.map(|v| v.spec.data_engine.as_str())
+        .into_iter()
+        .chain(facts.iter().map(|f| f.replica.spec.data_engine.as_str()))
+        .chain(engine.map(|e| e.spec.data_engine.as_str()))
+        .find(|e| !e.is_empty())
+        .unwrap_or("")
+        .to_string()
+}
+
 /// The reason and remedy for a volume whose data on `node` has no protecting copy elsewhere.
 fn stranded_reason(
     node: &str,
@@ -755,22 +771,27 @@ fn stranded_reason(
     let others: Vec<&ReplicaFacts> = facts.iter().filter(|f| !f.report.on_node).collect();
     let number = vol.map(|v| v.spec.number_of_replicas);
     let detached = vol.is_some_and(|v| v.status.state == "detached");
-    let healthy_here = at_risk.iter().any(|f| is_available_healthy(f.replica));
-    let lead = if healthy_here {
-        format!("last healthy replica is on {node}")
-    } else {
-        let state = at_risk.first().map(|f| f.report.state.as_str()).unwrap_or("unknown");
-        format!("only copy of its data is on {node} (replica {state})")
+    let healthy_here = at_risk.iter().filter(|f| is_available_healthy(f.replica)).count();
+    let lead = match (healthy_here, at_risk) {
+        (1, _) => format!("last healthy replica is on {node}"),
+        (h, _) if h > 1 => format!("all {h} healthy replicas are on {node}"),
+        (_, [one]) => format!("only copy of its data is on {node} (replica {})", one.report.state),
+        (_, many) => format!("only copies of its data are on {node} ({} replicas, none healthy)", many.len()),
     };
 
     if others.is_empty() {
         let n = facts.len();
         let reason = match number {
             Some(1) if n == 1 => "1 replica (numberOfReplicas=1)".to_string(),
-            Some(nr) => format!("{lead}; no other replica exists (numberOfReplicas={nr})"),
-            None => format!("{lead}; no other replica exists"),
+            Some(nr) if n == 1 => format!("{lead}; no other replica exists (numberOfReplicas={nr})"),
+            None if n == 1 => format!("{lead}; no other replica exists"),
+            Some(nr) => format!("{lead}; all {n} of its replicas are on {node} (numberOfReplicas={nr})"),
+            None => format!("{lead}; all {n} of its replicas are on {node}"),
         };
         let remedy = match number {
+            _ if n > 1 => {
+                format!("evict the replicas on {node} in Longhorn (node or disk eviction) and wait for the rebuild elsewhere")
+            }
             Some(nr) if nr <= 1 && detached => {
                 "raise numberOfReplicas to 2 or more and attach it until the rebuild is done".to_string()
             }
@@ -782,23 +803,22 @@ fn stranded_reason(
     }
 
     // Other replicas with the same reason share one clause: "its replicas on a, b each ...".
-    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    // Replicas without a node form their own clause, so no node name is ever empty.
+    let mut groups: Vec<(bool, WhyNotText, Vec<&str>)> = Vec::new();
     for f in &others {
-        let why = f.why_not.as_ref().map_or_else(|| "does not protect it".to_string(), ToString::to_string);
-        match groups.iter_mut().find(|(w, _)| *w == why) {
-            Some((_, nodes)) => nodes.push(f.node.as_str()),
-            None => groups.push((why, vec![f.node.as_str()])),
+        let why = WhyNotText::of(f.why_not.as_ref());
+        let unplaced = f.node.is_empty();
+        match groups.iter_mut().find(|(u, w, _)| *u == unplaced && *w == why) {
+            Some((_, _, nodes)) => nodes.push(f.node.as_str()),
+            None => groups.push((unplaced, why, vec![f.node.as_str()])),
         }
     }
     let mut parts = vec![lead];
     const SHOWN: usize = 2;
-    for (why, nodes) in groups.iter().take(SHOWN) {
-        parts.push(match nodes.as_slice() {
-            [one] => format!("its replica on {one} {why}"),
-            many => format!("its replicas on {} each {why}", many.join(", ")),
-        });
+    for (unplaced, why, nodes) in groups.iter().take(SHOWN) {
+        parts.push(replica_clause(*unplaced, why, nodes));
     }
-    let hidden: usize = groups.iter().skip(SHOWN).map(|(_, n)| n.len()).sum();
+    let hidden: usize = groups.iter().skip(SHOWN).map(|(_, _, n)| n.len()).sum();
     if hidden > 0 {
         parts.push(format!("and {hidden} more replica{}", if hidden == 1 { "" } else { "s" }));
     }
@@ -825,6 +845,43 @@ fn stranded_reason(
         "wait for Longhorn to rebuild a healthy replica elsewhere".to_string()
     };
     (parts.join("; "), remedy)
+}
+
+/// A [`WhyNot`] as grouped in a sentence ("does not protect it" when there is none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WhyNotText {
+    no_node: bool,
+    text: String,
+}
+
+impl WhyNotText {
+    fn of(why: Option<&WhyNot>) -> Self {
+        Self {
+            no_node: why == Some(&WhyNot::NoNode),
+            text: why.map_or_else(|| "does not protect it".to_string(), ToString::to_string),
+        }
+    }
+}
+
+/// One clause about replicas elsewhere that share a reason: `its replica on a failed 2m ago`,
+/// `its replicas on a, b each ...`, `its 3 replicas on a, b each ...` (several on one node),
+/// `its replica with no node ...`, `its 2 replicas have no node`.
+fn replica_clause(unplaced: bool, why: &WhyNotText, nodes: &[&str]) -> String {
+    let n = nodes.len();
+    if unplaced {
+        return match (n, why.no_node) {
+            (1, true) => "its replica has no node".to_string(),
+            (_, true) => format!("its {n} replicas have no node"),
+            (1, false) => format!("its replica with no node {}", why.text),
+            _ => format!("its {n} replicas with no node each {}", why.text),
+        };
+    }
+    let distinct: Vec<&str> = nodes.iter().copied().collect::<BTreeSet<&str>>().into_iter().collect();
+    match (n, distinct.len()) {
+        (1, _) => format!("its replica on {} {}", distinct.join(", "), why.text),
+        (_, d) if d == n => format!("its replicas on {} each {}", distinct.join(", "), why.text),
+        _ => format!("its {n} replicas on {} each {}", distinct.join(", "), why.text),
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use crate::decision::{clip, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
 use super::analysis::VolumeReport;
+use super::instances::UnmappedInstance;
 
 /// The machine reason for a denial code, as the Kubernetes API names it.
 pub fn reason_for(code: u16) -> &'static str {
@@ -37,42 +38,92 @@ pub fn volumes(n: usize) -> String {
     }
 }
 
-/// The denial message: a head line, then one line per volume (at most
-/// `drain.maxListedVolumes`), then `- and N more`.
+/// `1 engine instance` / `2 engine instances` that no known volume owns.
+pub fn unmapped(n: usize) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} engine instance{s} no known volume owns")
+}
+
+/// What a drain would do: `strand 2 volumes`, `strand 1 volume and stop 1 engine instance no
+/// known volume owns`, or `stop 1 engine instance no known volume owns`.
+pub fn impact(volume_count: usize, unmapped_count: usize) -> String {
+    match (volume_count, unmapped_count) {
+        (v, 0) => format!("strand {}", volumes(v)),
+        (0, u) => format!("stop {}", unmapped(u)),
+        (v, u) => format!("strand {} and stop {}", volumes(v), unmapped(u)),
+    }
+}
+
+/// What a drain would wait for: `2 volumes`, `1 volume and 1 engine instance no known volume
+/// owns`.
+pub fn waits_for(volume_count: usize, unmapped_count: usize) -> String {
+    match (volume_count, unmapped_count) {
+        (v, 0) => volumes(v),
+        (0, u) => unmapped(u),
+        (v, u) => format!("{} and {}", volumes(v), unmapped(u)),
+    }
+}
+
+/// One listed item: its full line and, for warnings, the line without the remedy.
+struct Item {
+    full: String,
+    short: String,
+}
+
+fn items(blocking: &[&VolumeReport], unmapped: &[&UnmappedInstance]) -> Vec<Item> {
+    let vols = blocking.iter().map(|v| Item { full: v.line(), short: format!("{}: {}", v.volume, v.reason) });
+    let ims = unmapped.iter().map(|u| Item { full: u.line(), short: u.reason() });
+    vols.chain(ims).collect()
+}
+
+/// The denial message: a head line, then one line per volume and per unmapped
+/// instance-manager entry (at most `drain.maxListedVolumes`), then `- and N more`.
 ///
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
-pub fn deny_message(action: &str, node: &str, blocking: &[&VolumeReport], policy: &Policy) -> String {
+pub fn deny_message(
+    action: &str,
+    node: &str,
+    blocking: &[&VolumeReport],
+    unmapped: &[&UnmappedInstance],
+    policy: &Policy,
+) -> String {
     let max = policy.drain.max_listed_volumes.max(1);
-    let mut out = format!("longhorn-guard: {action} would strand {}:", volumes(blocking.len()));
-    for v in blocking.iter().take(max) {
+    let all = items(blocking, unmapped);
+    let mut out = format!("longhorn-guard: {action} would {}:", impact(blocking.len(), unmapped.len()));
+    for item in all.iter().take(max) {
         out.push_str("\n- ");
-        out.push_str(&v.line());
+        out.push_str(&item.full);
     }
-    if blocking.len() > max {
+    if all.len() > max {
         out.push_str(&format!(
             "\n- and {} more (longhorn-guard check drain {node} lists all)",
-            blocking.len() - max
+            all.len() - max
         ));
     }
     out
 }
 
-/// The same content as warnings: a head line, one line per volume, each clipped to
+/// The same content as warnings: a head line, one line per item, each clipped to
 /// [`MAX_WARNING_LEN`], bounded so that the whole list stays within [`MAX_WARNINGS`].
-pub fn warning_lines(head: String, node: &str, blocking: &[&VolumeReport], policy: &Policy) -> Vec<String> {
+pub fn warning_lines(
+    head: String,
+    node: &str,
+    blocking: &[&VolumeReport],
+    unmapped: &[&UnmappedInstance],
+    policy: &Policy,
+) -> Vec<String> {
     let room = MAX_WARNINGS.saturating_sub(2).max(1);
     let max = policy.drain.max_listed_volumes.clamp(1, room);
+    let all = items(blocking, unmapped);
     let mut out = vec![clip(&head, MAX_WARNING_LEN)];
-    for v in blocking.iter().take(max) {
+    for item in all.iter().take(max) {
         // Keep the remedy when it fits; else the reason alone; else clip.
-        let line = v.line();
-        let short = format!("{}: {}", v.volume, v.reason);
-        let pick = if line.chars().count() <= MAX_WARNING_LEN { line } else { short };
-        out.push(clip(&pick, MAX_WARNING_LEN));
+        let pick = if item.full.chars().count() <= MAX_WARNING_LEN { &item.full } else { &item.short };
+        out.push(clip(pick, MAX_WARNING_LEN));
     }
-    if blocking.len() > max {
+    if all.len() > max {
         out.push(clip(
-            &format!("and {} more (longhorn-guard check drain {node} lists all)", blocking.len() - max),
+            &format!("and {} more (longhorn-guard check drain {node} lists all)", all.len() - max),
             MAX_WARNING_LEN,
         ));
     }
@@ -103,5 +154,9 @@ mod tests {
         assert_eq!(volumes(1), "1 volume");
         assert_eq!(volumes(0), "0 volumes");
         assert_eq!(volumes(7), "7 volumes");
+        assert_eq!(impact(2, 0), "strand 2 volumes");
+        assert_eq!(impact(0, 1), "stop 1 engine instance no known volume owns");
+        assert_eq!(impact(1, 2), "strand 1 volume and stop 2 engine instances no known volume owns");
+        assert_eq!(waits_for(1, 1), "1 volume and 1 engine instance no known volume owns");
     }
 }

@@ -1,0 +1,184 @@
+//! What an instance manager runs besides replicas: engines and v2 engine frontends, tied to
+//! their volumes by Longhorn's naming, and the entries no known volume owns.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::cluster::{ClusterView, Engine, InstanceManager};
+
+/// Engine names that these instance managers report running; replica-only instance
+/// managers run no engine and are skipped.
+pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for im in ims {
+        if matches!(im.spec.type_.as_str(), "replica") {
+            continue;
+        }
+        out.extend(im.status.instance_engines.keys().cloned());
+        out.extend(im.status.instance_engine_frontends.keys().cloned());
+    }
+    out
+}
+
+/// What an instance manager runs for a volume besides replicas.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub enum InstanceKind {
+    /// An engine (`status.instanceEngines`), v1 or v2.
+    Engine,
+    /// A v2 engine frontend (`status.instanceEngineFrontends`).
+    EngineFrontend,
+}
+
+impl InstanceKind {
+    /// `engine` / `engine frontend`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Engine => "engine",
+            Self::EngineFrontend => "engine frontend",
+        }
+    }
+}
+
+/// An engine or engine-frontend name read under Longhorn's naming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineRef<'a> {
+    pub volume: &'a str,
+    pub kind: InstanceKind,
+}
+
+/// Maps a name Longhorn generates for a volume's engine, `<volume>-e-<n>`
+/// (`types.GenerateEngineNameForVolume`, v1 and v2), or engine frontend, `<volume>-ef-<n>`
+/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal, to the volume.
+pub fn engine_volume(name: &str) -> Option<EngineRef<'_>> {
+    [("-e-", InstanceKind::Engine), ("-ef-", InstanceKind::EngineFrontend)].into_iter().find_map(
+        |(sep, kind)| {
+            let (volume, n) = name.rsplit_once(sep)?;
+            let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+            (!volume.is_empty() && numbered).then_some(EngineRef { volume, kind })
+        },
+    )
+}
+
+/// The volume an engine or engine-frontend name implies under Longhorn's naming.
+pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
+    engine_volume(engine).map(|r| r.volume)
+}
+
+/// An engine or engine-frontend entry of an instance manager on the node that cannot be tied
+/// to a volume in the view. Longhorn keeps the instance manager's disruption budget while
+/// any entry runs, so it blocks the drain too.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmappedInstance {
+    pub instance_manager: String,
+    pub kind: InstanceKind,
+    /// The entry's key in `instanceEngines` / `instanceEngineFrontends`.
+    pub name: String,
+    /// True when the node's override annotation lets it through.
+    pub overridden: bool,
+}
+
+impl UnmappedInstance {
+    /// `engine frontend X in instance manager Y: no known volume owns it` (no remedy).
+    pub fn reason(&self) -> String {
+        format!(
+            "{} {} in instance manager {}: no known volume owns it",
+            self.kind.as_str(),
+            self.name,
+            self.instance_manager
+        )
+    }
+
+    /// The reason and what unblocks it, as one line.
+    pub fn line(&self) -> String {
+        format!("{}; wait until Longhorn stops it, or check that instance manager", self.reason())
+    }
+}
+
+/// What the instance managers on one node run besides replicas: entries tied to a volume
+/// (by their Engine object, else by Longhorn's naming of a volume in the view), and the rest.
+#[derive(Debug, Default)]
+pub(super) struct NodeInstances {
+    pub(super) by_volume: BTreeMap<String, BTreeSet<InstanceKind>>,
+    pub(super) unmapped: Vec<UnmappedInstance>,
+}
+
+/// The engine and engine-frontend entries of the non-replica instance managers on `node`,
+/// as Longhorn's "all volumes detached from node" check reads them.
+pub(super) fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
+    let mut out = NodeInstances::default();
+    for im in view.instance_managers_on_node(node) {
+        if matches!(im.spec.type_.as_str(), "replica") {
+            continue;
+        }
+        let im_name = im.metadata.name.as_deref().unwrap_or("");
+        let entries = im
+            .status
+            .instance_engines
+            .keys()
+            .map(|k| (InstanceKind::Engine, k))
+            .chain(im.status.instance_engine_frontends.keys().map(|k| (InstanceKind::EngineFrontend, k)));
+        for (kind, name) in entries {
+            match owner_of_entry(view, name) {
+                Some(volume) => {
+                    out.by_volume.entry(volume).or_default().insert(kind);
+                }
+                None => out.unmapped.push(UnmappedInstance {
+                    instance_manager: im_name.to_string(),
+                    kind,
+                    name: name.clone(),
+                    overridden: false,
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// The volume an instance-manager entry belongs to: its Engine object's volume, else the
+/// volume its name implies when the view knows that volume (a Volume, or its replicas or
+/// engines).
+fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
+    if let Some(v) = view.engine(name).and_then(Engine::volume) {
+        return Some(v.to_string());
+    }
+    let volume = volume_of_engine_name(name)?;
+    let known = view.volume(volume).is_some()
+        || view.engines_of_volume(volume).next().is_some()
+        || view.replicas_of_volume(volume).next().is_some();
+    known.then(|| volume.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_as_longhorn_generates_them() {
+        let e = |volume| Some(EngineRef { volume, kind: InstanceKind::Engine });
+        let f = |volume| Some(EngineRef { volume, kind: InstanceKind::EngineFrontend });
+        for (name, want) in [
+            ("vol-a-e-0", e("vol-a")),
+            ("pvc-546894e9-d41a-4e34-bfa8-a4442f8dce20-e-12", e("pvc-546894e9-d41a-4e34-bfa8-a4442f8dce20")),
+            ("vol-a-ef-0", f("vol-a")),
+            ("vol-a-ef-3", f("vol-a")),
+            // A volume whose own name looks like a suffix.
+            ("vol-e-1-e-0", e("vol-e-1")),
+            ("vol-ef-e-2", e("vol-ef")),
+            ("v-e-ef-0", f("v-e")),
+            ("a-e-b-ef-1", f("a-e-b")),
+            // Not Longhorn names: no number, empty volume, other suffixes.
+            ("vol-a-e-x", None),
+            ("vol-a-e-", None),
+            ("-e-0", None),
+            ("-ef-0", None),
+            ("vol-a-r-1a2b3c4d", None),
+            ("vol-a", None),
+        ] {
+            assert_eq!(engine_volume(name), want, "{name}");
+        }
+        assert_eq!(volume_of_engine_name("vol-a-ef-0"), Some("vol-a"));
+    }
+}
