@@ -9,6 +9,7 @@ pub mod checks;
 pub mod finding;
 pub mod inventory;
 pub mod live;
+pub mod metrics;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,9 @@ pub struct ClusterArgs {
 pub struct Report {
     pub findings: Vec<Finding>,
     pub summary: Summary,
+    /// Per-node drain counts (for metrics; the JSON output has them as findings).
+    #[serde(skip)]
+    pub nodes: Vec<checks::volumes::NodeReadiness>,
 }
 
 /// Counts by severity, and the checks that ran.
@@ -58,7 +62,7 @@ pub struct Summary {
 impl Report {
     /// Runs every check over `inv` and `view`.
     pub fn build(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
-        let findings = checks::run_all(inv, view, policy, now);
+        let (findings, nodes) = checks::run_all(inv, view, policy, now);
         let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
         let summary = Summary {
             errors: n(Severity::Error),
@@ -66,7 +70,7 @@ impl Report {
             info: n(Severity::Info),
             checks: Check::ALL.iter().map(|c| c.id()).collect(),
         };
-        Self { findings, summary }
+        Self { findings, summary, nodes }
     }
 
     /// 1 when any finding is an error, else 0.

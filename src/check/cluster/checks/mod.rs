@@ -11,8 +11,13 @@ use super::inventory::Inventory;
 use crate::cluster::ClusterView;
 use crate::policy::Policy;
 
-/// Runs every check, in report order.
-pub fn run_all(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<Finding> {
+/// Runs every check, in report order; also returns the per-node drain counts.
+pub fn run_all(
+    inv: &Inventory,
+    view: &ClusterView,
+    policy: &Policy,
+    now: SystemTime,
+) -> (Vec<Finding>, Vec<volumes::NodeReadiness>) {
     let mut out = nodes::node_conditions(inv);
     out.extend(nodes::disk_space(inv));
     out.extend(backups::backup_target(inv));
@@ -21,6 +26,7 @@ pub fn run_all(inv: &Inventory, view: &ClusterView, policy: &Policy, now: System
     out.extend(volumes::replica_count(inv, view, policy));
     out.extend(volumes::volume_health(inv, view, policy, now));
     out.extend(volumes::settings(inv, policy));
-    out.extend(volumes::drain_readiness(inv, view, policy, now));
-    out
+    let (drain, nodes) = volumes::drain_readiness(inv, view, policy, now);
+    out.extend(drain);
+    (out, nodes)
 }

@@ -249,41 +249,49 @@ pub fn settings(inv: &Inventory, policy: &Policy) -> Vec<Finding> {
     out
 }
 
-/// `drain-readiness`: one line per Longhorn node.
+/// How many volumes a drain of one node would wait for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeReadiness {
+    pub node: String,
+    pub blocking: usize,
+}
+
+/// `drain-readiness`: one line per Longhorn node, and the counts behind them.
 pub fn drain_readiness(
     inv: &Inventory,
     view: &ClusterView,
     policy: &Policy,
     now: SystemTime,
-) -> Vec<Finding> {
+) -> (Vec<Finding>, Vec<NodeReadiness>) {
     let mut nodes: Vec<&str> = inv.nodes.iter().map(|n| n.metadata.name.as_str()).collect();
     nodes.sort_unstable();
-    nodes
-        .into_iter()
-        .map(|node| {
-            let analysis = analyze_node(view, node, policy, now);
-            let blocking: Vec<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
-            if blocking.is_empty() {
-                Finding::new(
-                    Check::DrainReadiness,
-                    Severity::Info,
-                    format!("node/{node}"),
-                    format!("{node}: can be drained now"),
-                    "",
-                )
-            } else {
-                Finding::new(
-                    Check::DrainReadiness,
-                    Severity::Warning,
-                    format!("node/{node}"),
-                    format!(
-                        "{node}: a drain would wait for {} ({})",
-                        count(blocking.len(), "volume"),
-                        some_names(&blocking, SHOWN)
-                    ),
-                    format!("longhorn-guard check drain {node} shows each volume and its remedy"),
-                )
-            }
-        })
-        .collect()
+    let mut findings = Vec::new();
+    let mut counts = Vec::new();
+    for node in nodes {
+        let analysis = analyze_node(view, node, policy, now);
+        let blocking: Vec<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
+        counts.push(NodeReadiness { node: node.to_string(), blocking: blocking.len() });
+        findings.push(if blocking.is_empty() {
+            Finding::new(
+                Check::DrainReadiness,
+                Severity::Info,
+                format!("node/{node}"),
+                format!("{node}: can be drained now"),
+                "",
+            )
+        } else {
+            Finding::new(
+                Check::DrainReadiness,
+                Severity::Warning,
+                format!("node/{node}"),
+                format!(
+                    "{node}: a drain would wait for {} ({})",
+                    count(blocking.len(), "volume"),
+                    some_names(&blocking, SHOWN)
+                ),
+                format!("longhorn-guard check drain {node} shows each volume and its remedy"),
+            )
+        });
+    }
+    (findings, counts)
 }
