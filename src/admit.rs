@@ -54,11 +54,19 @@ pub struct Admitter {
     pub policy: Arc<Policy>,
     /// Present in watch mode; absent for snapshots, which never need confirming.
     pub confirmer: Option<Confirmer>,
+    /// The last `check cluster` run, exported on `/metrics` when set (`serve --check-interval`).
+    pub checks: Option<crate::check::cluster::metrics::SharedChecks>,
 }
 
 impl Admitter {
     pub fn new(view: SharedView, policy: Arc<Policy>, confirmer: Option<Confirmer>) -> Self {
-        Self { view, policy, confirmer }
+        Self { view, policy, confirmer, checks: None }
+    }
+
+    /// Exports these cluster check results on `/metrics`.
+    pub fn with_checks(mut self, checks: crate::check::cluster::metrics::SharedChecks) -> Self {
+        self.checks = Some(checks);
+        self
     }
 
     /// Parses, decides and logs one AdmissionReview body. `deadline` bounds a confirmation

@@ -4,6 +4,8 @@
 //! cluster (the confirmer's consistent reads). Exit 0: a drain would proceed; 1: it would
 //! block; 2: bad input (unreadable file, unknown node, unreachable cluster).
 
+pub mod cluster;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;

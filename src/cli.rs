@@ -46,6 +46,9 @@ pub enum Command {
 pub enum CheckCommand {
     /// Would `kubectl drain NODE` proceed? Exit 0 yes, 1 no.
     Drain(crate::check::DrainArgs),
+    /// The production checklist: node conditions, disks, backups, jobs, snapshots, replica
+    /// counts, volume health, settings, drain readiness. Exit 0 no errors, 1 errors.
+    Cluster(crate::check::cluster::ClusterArgs),
 }
 
 /// Installs logging, builds the runtime and runs the subcommand.
@@ -66,6 +69,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Review(args) => crate::review::run(args).await,
             Command::Lint(args) => crate::lint::run(args),
             Command::Check(CheckCommand::Drain(args)) => crate::check::run_drain(args).await,
+            Command::Check(CheckCommand::Cluster(args)) => crate::check::cluster::run(args).await,
             Command::Gate(args) => crate::gate::run(args).await,
         }
     })

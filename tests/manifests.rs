@@ -322,7 +322,18 @@ fn rbac_is_read_only_and_scoped() {
     assert_eq!(role["metadata"]["namespace"], LH_NS);
     let resources: BTreeSet<String> =
         role["rules"].as_array().unwrap().iter().flat_map(|r| strings(&r["resources"])).collect();
-    let want = ["pods", "volumes", "replicas", "engines", "nodes", "settings", "instancemanagers"];
+    let want = [
+        "pods",
+        "volumes",
+        "replicas",
+        "engines",
+        "nodes",
+        "settings",
+        "instancemanagers",
+        "backuptargets",
+        "recurringjobs",
+        "snapshots",
+    ];
     assert_eq!(resources, want.map(String::from).into());
     for binding in [
         find(&docs, "ClusterRoleBinding", "longhorn-guard-view"),

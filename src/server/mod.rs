@@ -79,6 +79,11 @@ pub struct ServeArgs {
     /// (two small reads) and well inside any certificate's overlap window.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_TLS_RELOAD_INTERVAL")]
     pub tls_reload_interval: Duration,
+    /// How often the `check cluster` findings on `/metrics` are refreshed from the cluster
+    /// (paginated reads, no watch). 5m keeps 100,000 snapshots' worth of LISTs rare; 0s turns the
+    /// checks off. With --state they are computed once from the snapshot.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
+    pub check_interval: Duration,
 }
 
 /// Limits and timings of the server.
@@ -341,7 +346,15 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         Some(path) => {
             let view = snapshot::load(path).map_err(|e| format!("state: {e}"))?;
             tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
-            (Admitter::new(SharedView::new(view), policy, None), None)
+            let mut admitter = Admitter::new(SharedView::new(view), policy.clone(), None);
+            if !args.check_interval.is_zero() {
+                let (inv, view) =
+                    crate::check::cluster::load_snapshot(path).map_err(|e| format!("state: {e}"))?;
+                let checks = crate::check::cluster::metrics::SharedChecks::default();
+                crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
+                admitter = admitter.with_checks(checks);
+            }
+            (admitter, None)
         }
         None => {
             let client = kube::Client::try_default().await.map_err(|e| {
@@ -351,8 +364,19 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             })?;
             let view = SharedView::new(ClusterView::new(Source::Watch));
             let watches = tokio::spawn(crate::cluster::watch::run(client.clone(), view.clone()));
-            let confirmer = Some(crate::cluster::confirm::confirmer(client));
-            (Admitter::new(view, policy, confirmer), Some(watches))
+            let confirmer = Some(crate::cluster::confirm::confirmer(client.clone()));
+            let mut admitter = Admitter::new(view, policy.clone(), confirmer);
+            if !args.check_interval.is_zero() {
+                let checks = crate::check::cluster::metrics::SharedChecks::default();
+                tokio::spawn(crate::check::cluster::metrics::refresh_loop(
+                    client,
+                    policy,
+                    args.check_interval,
+                    checks.clone(),
+                ));
+                admitter = admitter.with_checks(checks);
+            }
+            (admitter, Some(watches))
         }
     };
     let limits = Limits {

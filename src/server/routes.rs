@@ -205,10 +205,14 @@ async fn readyz(State(app): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<AppState>>) -> Response {
-    let body = {
+    let mut body = {
         let view = app.admitter.view.read();
         app.metrics.render(&view, &app.admitter.policy, &app.tls.stats, SystemTime::now())
     };
+    if let Some(checks) = &app.admitter.checks {
+        let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        crate::check::cluster::metrics::render(&mut body, &status);
+    }
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))], body)
         .into_response()
 }

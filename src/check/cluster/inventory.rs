@@ -1,0 +1,297 @@
+//! What `check cluster` reads besides the drain view: Longhorn node and disk status, all
+//! settings, volume health, backup targets, recurring jobs and per-volume snapshot totals.
+//!
+//! Filled item by item from a snapshot file or from paginated live LISTs (see [`super::live`]);
+//! every item of a kind the drain view uses also goes to the view, so one pass serves both.
+//! Snapshots are folded into per-volume totals as they arrive, never kept one by one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::cluster::{Condition, Object, ObjectKind, LONGHORN_API_VERSION};
+
+/// Labels Longhorn puts on a volume to select recurring jobs and job groups.
+pub const JOB_LABEL_PREFIX: &str = "recurring-job.longhorn.io/";
+pub const GROUP_LABEL_PREFIX: &str = "recurring-job-group.longhorn.io/";
+/// The job group Longhorn puts a volume in when it names no job and no group.
+pub const DEFAULT_GROUP: &str = "default";
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Meta {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A Longhorn `Node` with its conditions and disks.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct NodeInfo {
+    pub metadata: Meta,
+    pub spec: NodeSpec,
+    pub status: NodeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeSpec {
+    pub disks: BTreeMap<String, DiskSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DiskSpec {
+    pub allow_scheduling: bool,
+    pub storage_reserved: i64,
+    pub path: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NodeStatus {
+    pub conditions: Vec<Condition>,
+    pub disk_status: BTreeMap<String, DiskStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DiskStatus {
+    pub conditions: Vec<Condition>,
+    pub storage_available: i64,
+    pub storage_maximum: i64,
+    pub storage_scheduled: i64,
+}
+
+/// A Longhorn `Volume`: what health, jobs and replica rules read.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VolumeInfo {
+    pub metadata: Meta,
+    pub spec: VolumeSpec,
+    pub status: VolumeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeSpec {
+    pub number_of_replicas: i64,
+    pub data_engine: String,
+    pub data_locality: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VolumeStatus {
+    pub state: String,
+    pub robustness: String,
+}
+
+/// A `BackupTarget` (Longhorn 1.2+; several per cluster since 1.8).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BackupTargetInfo {
+    pub metadata: Meta,
+    pub spec: BackupTargetSpec,
+    pub status: BackupTargetStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BackupTargetSpec {
+    #[serde(rename = "backupTargetURL")]
+    pub backup_target_url: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct BackupTargetStatus {
+    pub available: bool,
+    pub conditions: Vec<Condition>,
+}
+
+/// A `RecurringJob`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RecurringJobInfo {
+    pub metadata: Meta,
+    pub spec: RecurringJobSpec,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RecurringJobSpec {
+    pub task: String,
+    pub groups: Vec<String>,
+    pub cron: String,
+    pub retain: i64,
+    /// `count-based` (default) or `age-based` (Longhorn 1.11+), where `retain` is not read.
+    pub retention_policy: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SnapshotItem {
+    metadata: Meta,
+    spec: SnapshotSpec,
+    status: SnapshotStatus,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SnapshotSpec {
+    volume: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct SnapshotStatus {
+    size: i64,
+    mark_removed: bool,
+}
+
+/// The snapshots of one volume, as totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotTotals {
+    /// Snapshots not marked removed (what counts against `snapshot-max-count`).
+    pub count: usize,
+    /// Bytes their data holds, as Longhorn reports it (`status.size`).
+    pub bytes: i64,
+}
+
+/// Everything `check cluster` reads that the drain view does not hold.
+#[derive(Clone, Debug, Default)]
+pub struct Inventory {
+    pub nodes: Vec<NodeInfo>,
+    /// Every Longhorn setting, name -> value.
+    pub settings: BTreeMap<String, String>,
+    pub volumes: Vec<VolumeInfo>,
+    /// StorageClasses and Settings as read, for the replica rules (they take the raw object).
+    pub storage_classes: Vec<Value>,
+    pub setting_objects: Vec<Value>,
+    pub backup_targets: Vec<BackupTargetInfo>,
+    pub recurring_jobs: Vec<RecurringJobInfo>,
+    /// Volume name -> its snapshot totals.
+    pub snapshots: BTreeMap<String, SnapshotTotals>,
+    /// Kinds that were read (a snapshot file may lack some; the live cluster may not serve one).
+    pub read: BTreeSet<&'static str>,
+}
+
+/// The kinds only `check cluster` reads, by `kind` in `longhorn.io/v1beta2`.
+pub const EXTRA_KINDS: [(&str, &str); 3] =
+    [("BackupTarget", "backuptargets"), ("RecurringJob", "recurringjobs"), ("Snapshot", "snapshots")];
+
+impl Inventory {
+    /// Takes one item of any kind: drain-view kinds are returned as view objects (and also
+    /// read here when `check cluster` needs more of them); other kinds it reads are kept here;
+    /// the rest are skipped. `Err` is a one-line reason naming the item.
+    pub fn ingest(&mut self, item: Value) -> Result<Option<Object>, String> {
+        let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
+        let bad = |e: serde_json::Error| format!("{kind} {name} ({api_version}): {e}");
+        if api_version == LONGHORN_API_VERSION {
+            match kind.as_str() {
+                "Node" => self.nodes.push(serde_json::from_value(item.clone()).map_err(bad)?),
+                "Volume" => self.volumes.push(serde_json::from_value(item.clone()).map_err(bad)?),
+                "Setting" => {
+                    let value = item.get("value").and_then(Value::as_str).unwrap_or_default();
+                    self.settings.insert(name.clone(), value.to_string());
+                    self.setting_objects.push(item.clone());
+                }
+                "BackupTarget" => {
+                    self.backup_targets.push(serde_json::from_value(item).map_err(bad)?);
+                    self.read.insert("BackupTarget");
+                    return Ok(None);
+                }
+                "RecurringJob" => {
+                    self.recurring_jobs.push(serde_json::from_value(item).map_err(bad)?);
+                    self.read.insert("RecurringJob");
+                    return Ok(None);
+                }
+                "Snapshot" => {
+                    let s: SnapshotItem = serde_json::from_value(item).map_err(bad)?;
+                    self.add_snapshot(s);
+                    self.read.insert("Snapshot");
+                    return Ok(None);
+                }
+                _ => {}
+            }
+        } else if api_version == "storage.k8s.io/v1" && kind == "StorageClass" {
+            self.storage_classes.push(item.clone());
+        }
+        match ObjectKind::from_type(&api_version, &kind) {
+            Some(k) => Object::from_value(k, item).map(Some).map_err(bad),
+            None => Ok(None),
+        }
+    }
+
+    fn add_snapshot(&mut self, s: SnapshotItem) {
+        let volume = if s.spec.volume.is_empty() {
+            s.metadata.labels.get("longhornvolume").cloned().unwrap_or_default()
+        } else {
+            s.spec.volume
+        };
+        if volume.is_empty() || s.metadata.name == "volume-head" {
+            return;
+        }
+        let t = self.snapshots.entry(volume).or_default();
+        if !s.status.mark_removed {
+            t.count += 1;
+        }
+        t.bytes = t.bytes.saturating_add(s.status.size.max(0));
+    }
+
+    /// A setting's value as an integer: `Ok(None)` when absent.
+    pub fn setting_int(&self, name: &str) -> Result<Option<i64>, String> {
+        match self.settings.get(name).map(|v| v.trim()) {
+            None | Some("") => Ok(None),
+            Some(v) => {
+                v.parse::<i64>().map(Some).map_err(|_| format!("setting {name}={v:?} is not a whole number"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn snapshots_fold_into_totals_per_volume() {
+        let mut inv = Inventory::default();
+        for (name, vol, size, removed) in [
+            ("s1", "v", 10, false),
+            ("s2", "v", 5, true),
+            ("volume-head", "v", 7, false),
+            ("s3", "w", 1, false),
+        ] {
+            let item = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Snapshot",
+                "metadata": {"name": name}, "spec": {"volume": vol},
+                "status": {"size": size, "markRemoved": removed}});
+            assert!(inv.ingest(item).unwrap().is_none());
+        }
+        assert_eq!(inv.snapshots["v"], SnapshotTotals { count: 1, bytes: 15 });
+        assert_eq!(inv.snapshots["w"], SnapshotTotals { count: 1, bytes: 1 });
+    }
+
+    #[test]
+    fn view_kinds_are_returned_and_bad_items_named() {
+        let mut inv = Inventory::default();
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
+        assert!(matches!(inv.ingest(node), Ok(Some(Object::Node(_)))));
+        let vol = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Volume", "metadata": {"name": "v"},
+            "spec": {"numberOfReplicas": "three"}});
+        let err = inv.ingest(vol).unwrap_err();
+        assert!(err.starts_with("Volume v (longhorn.io/v1beta2): invalid type"), "{err}");
+        let job = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "RecurringJob", "metadata": {"name": "j"},
+            "spec": {"task": "backup", "retain": 7, "groups": ["default"]}});
+        assert!(inv.ingest(job).unwrap().is_none());
+        assert_eq!(inv.recurring_jobs[0].spec.retain, 7);
+        inv.settings.insert("snapshot-max-count".into(), "x".into());
+        assert!(inv.setting_int("snapshot-max-count").is_err());
+        assert_eq!(inv.setting_int("absent"), Ok(None));
+    }
+}

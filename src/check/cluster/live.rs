@@ -1,0 +1,156 @@
+//! Reading the live cluster for `check cluster`: read-only, paginated LISTs (500 items a
+//! page, at most 4 kinds at a time), each page folded into the inventory as it arrives so
+//! 100,000 snapshots never sit in memory at once. No watches.
+
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use futures::{stream, StreamExt as _, TryStreamExt as _};
+use kube::api::ListParams;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::inventory::Inventory;
+use crate::cluster::{
+    ClusterView, Object, Source, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
+};
+
+/// Items per page.
+pub const PAGE: u32 = 500;
+/// Kinds listed at once.
+const IN_FLIGHT: usize = 4;
+
+/// One kind to list: its URL path, the `apiVersion`/`kind` of its items, a label selector,
+/// and whether a missing resource (an older Longhorn without that CRD) is tolerated.
+struct Read {
+    path: String,
+    api_version: &'static str,
+    kind: &'static str,
+    labels: Option<String>,
+    optional: bool,
+}
+
+fn reads() -> Vec<Read> {
+    let lh = |plural: &str, kind: &'static str, optional: bool| Read {
+        path: format!("/apis/longhorn.io/v1beta2/namespaces/{LONGHORN_NAMESPACE}/{plural}"),
+        api_version: "longhorn.io/v1beta2",
+        kind,
+        labels: None,
+        optional,
+    };
+    vec![
+        Read { path: "/api/v1/nodes".into(), api_version: "v1", kind: "Node", labels: None, optional: false },
+        Read {
+            path: format!("/api/v1/namespaces/{LONGHORN_NAMESPACE}/pods"),
+            api_version: "v1",
+            kind: "Pod",
+            labels: Some(format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}")),
+            optional: false,
+        },
+        Read {
+            path: "/apis/storage.k8s.io/v1/storageclasses".into(),
+            api_version: "storage.k8s.io/v1",
+            kind: "StorageClass",
+            labels: None,
+            optional: false,
+        },
+        lh("volumes", "Volume", false),
+        lh("replicas", "Replica", false),
+        lh("engines", "Engine", false),
+        lh("nodes", "Node", false),
+        lh("settings", "Setting", false),
+        lh("instancemanagers", "InstanceManager", false),
+        lh("backuptargets", "BackupTarget", true),
+        lh("recurringjobs", "RecurringJob", true),
+        lh("snapshots", "Snapshot", true),
+    ]
+}
+
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default)]
+    items: Vec<Value>,
+    #[serde(default)]
+    metadata: PageMeta,
+}
+
+#[derive(Default, Deserialize)]
+struct PageMeta {
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
+}
+
+/// Reads everything `check cluster` needs from the cluster KUBECONFIG (or the pod) names.
+pub async fn read() -> Result<(Inventory, ClusterView), String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
+    read_with(&client).await
+}
+
+/// [`read`] with a given client.
+pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView), String> {
+    let inv = Mutex::new(Inventory::default());
+    let objects: Mutex<Vec<Object>> = Mutex::new(Vec::new());
+    stream::iter(reads())
+        .map(|r| list_kind(client, r, &inv, &objects))
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
+    let inv = inv.into_inner().unwrap_or_else(|p| p.into_inner());
+    let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
+}
+
+async fn list_kind(
+    client: &kube::Client,
+    r: Read,
+    inv: &Mutex<Inventory>,
+    objects: &Mutex<Vec<Object>>,
+) -> Result<(), String> {
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(PAGE);
+        if let Some(l) = &r.labels {
+            lp = lp.labels(l);
+        }
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let req = kube::core::Request::new(&r.path).list(&lp).map_err(|e| format!("{}: {e}", r.path))?;
+        let page: Page = match client.request(req).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(e)) if r.optional && e.code == 404 => {
+                tracing::info!(path = r.path, "not served by this cluster (older Longhorn?); not checked");
+                return Ok(());
+            }
+            Err(e) => return Err(format!("cannot list {}: {e}", r.path)),
+        };
+        let mut got = Vec::new();
+        {
+            let mut inv = inv.lock().unwrap_or_else(|p| p.into_inner());
+            inv.read.insert(r.kind_key());
+            for mut item in page.items {
+                if let Some(map) = item.as_object_mut() {
+                    map.entry("apiVersion").or_insert_with(|| Value::from(r.api_version));
+                    map.entry("kind").or_insert_with(|| Value::from(r.kind));
+                }
+                if let Some(o) = inv.ingest(item)? {
+                    got.push(o);
+                }
+            }
+        }
+        objects.lock().unwrap_or_else(|p| p.into_inner()).extend(got);
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+impl Read {
+    /// The key recorded in [`Inventory::read`]: the kind (Longhorn kinds only matter there).
+    fn kind_key(&self) -> &'static str {
+        self.kind
+    }
+}

@@ -1,0 +1,189 @@
+//! The `check cluster` findings as Prometheus gauges, refreshed by `serve` on a schedule:
+//! counts by check and severity (never one series per object), per-node drain readiness, and
+//! when the checks last ran. `serve` keeps a [`ChecksStatus`] and appends [`render`] to
+//! `/metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use super::{Check, Inventory, Report, Severity};
+use crate::cluster::ClusterView;
+use crate::policy::Policy;
+
+/// The metric names this module exports (docs/check-cluster.md#metrics).
+pub const NAMES: [&str; 5] = [
+    "longhorn_guard_findings",
+    "longhorn_guard_node_drain_ready",
+    "longhorn_guard_node_drain_blocking_volumes",
+    "longhorn_guard_checks_last_run_timestamp_seconds",
+    "longhorn_guard_checks_runs_total",
+];
+
+/// The last completed run and run counts.
+#[derive(Clone, Debug, Default)]
+pub struct ChecksStatus {
+    /// Findings per (check, severity), every pair present (zero when none).
+    counts: BTreeMap<(Check, Severity), usize>,
+    /// Node -> volumes a drain would wait for.
+    nodes: BTreeMap<String, usize>,
+    last_run: Option<SystemTime>,
+    ok: u64,
+    failed: u64,
+}
+
+/// Shared between the refresh task and the `/metrics` handler.
+pub type SharedChecks = Arc<Mutex<ChecksStatus>>;
+
+impl ChecksStatus {
+    /// Records a completed run.
+    pub fn record(&mut self, report: &Report, at: SystemTime) {
+        self.counts.clear();
+        for c in Check::ALL {
+            for s in [Severity::Error, Severity::Warning, Severity::Info] {
+                self.counts.insert((c, s), 0);
+            }
+        }
+        for f in &report.findings {
+            *self.counts.entry((f.check, f.severity)).or_default() += 1;
+        }
+        self.nodes = report.nodes.iter().map(|n| (n.node.clone(), n.blocking)).collect();
+        self.last_run = Some(at);
+        self.ok += 1;
+    }
+
+    /// Records a run that could not read the cluster; the last findings stay.
+    pub fn record_failure(&mut self) {
+        self.failed += 1;
+    }
+}
+
+/// Runs the checks once over an inventory and view, recording the result.
+pub fn run_once(status: &SharedChecks, inv: &Inventory, view: &ClusterView, policy: &Policy) -> Report {
+    let now = SystemTime::now();
+    let report = Report::build(inv, view, policy, now);
+    status.lock().unwrap_or_else(|p| p.into_inner()).record(&report, now);
+    report
+}
+
+/// Refreshes from the live cluster every `every` until the task is dropped. A failed read is
+/// logged, counted, and leaves the last findings in place (the staleness alert fires on
+/// `longhorn_guard_checks_last_run_timestamp_seconds`).
+pub async fn refresh_loop(client: kube::Client, policy: Arc<Policy>, every: Duration, status: SharedChecks) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let started = std::time::Instant::now();
+        match super::live::read_with(&client).await {
+            Ok((inv, view)) => {
+                let r = run_once(&status, &inv, &view, &policy);
+                tracing::info!(
+                    errors = r.summary.errors,
+                    warnings = r.summary.warnings,
+                    took_ms = started.elapsed().as_millis() as u64,
+                    "cluster checks refreshed"
+                );
+            }
+            Err(e) => {
+                status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
+                tracing::warn!(error = %e, "cluster checks could not read the cluster; keeping the last findings");
+            }
+        }
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Appends the gauges and counters in the Prometheus text format.
+pub fn render(out: &mut String, status: &ChecksStatus) {
+    header(
+        out,
+        "longhorn_guard_findings",
+        "gauge",
+        "check cluster findings by check and severity at the last run.",
+    );
+    for ((check, sev), n) in &status.counts {
+        let _ = writeln!(
+            out,
+            "longhorn_guard_findings{{check=\"{}\",severity=\"{}\"}} {n}",
+            check.id(),
+            sev.as_str()
+        );
+    }
+    header(
+        out,
+        "longhorn_guard_node_drain_ready",
+        "gauge",
+        "1 when a drain of the node would proceed now, 0 when it would wait.",
+    );
+    for (node, blocking) in &status.nodes {
+        let _ = writeln!(
+            out,
+            "longhorn_guard_node_drain_ready{{node=\"{}\"}} {}",
+            esc(node),
+            u8::from(*blocking == 0)
+        );
+    }
+    header(
+        out,
+        "longhorn_guard_node_drain_blocking_volumes",
+        "gauge",
+        "Volumes a drain of the node would wait for.",
+    );
+    for (node, blocking) in &status.nodes {
+        let _ =
+            writeln!(out, "longhorn_guard_node_drain_blocking_volumes{{node=\"{}\"}} {blocking}", esc(node));
+    }
+    header(
+        out,
+        "longhorn_guard_checks_last_run_timestamp_seconds",
+        "gauge",
+        "Unix time of the last completed cluster check run.",
+    );
+    if let Some(t) = status.last_run {
+        let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let _ = writeln!(out, "longhorn_guard_checks_last_run_timestamp_seconds {secs}");
+    }
+    header(out, "longhorn_guard_checks_runs_total", "counter", "Cluster check runs by result.");
+    let _ = writeln!(out, "longhorn_guard_checks_runs_total{{result=\"ok\"}} {}", status.ok);
+    let _ = writeln!(out, "longhorn_guard_checks_runs_total{{result=\"failed\"}} {}", status.failed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_check_and_severity_has_a_series_and_nodes_are_counted() {
+        let demo = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml"));
+        let (inv, view) = super::super::load_snapshot(demo).unwrap();
+        let status = SharedChecks::default();
+        run_once(&status, &inv, &view, &Policy::default());
+        let mut out = String::new();
+        render(&mut out, &status.lock().unwrap());
+        assert_eq!(out.matches("longhorn_guard_findings{").count(), 27);
+        assert!(
+            out.contains("longhorn_guard_findings{check=\"backup-target\",severity=\"error\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("longhorn_guard_findings{check=\"settings\",severity=\"warning\"} 0\n"),
+            "{out}"
+        );
+        assert!(out.contains("longhorn_guard_node_drain_ready{node=\"node-2\"} 0\n"), "{out}");
+        assert!(out.contains("longhorn_guard_node_drain_ready{node=\"node-3\"} 1\n"), "{out}");
+        assert!(out.contains("longhorn_guard_node_drain_blocking_volumes{node=\"node-2\"} 2\n"), "{out}");
+        assert!(out.contains("longhorn_guard_checks_runs_total{result=\"ok\"} 1\n"), "{out}");
+        for name in NAMES {
+            assert!(out.contains(&format!("# TYPE {name} ")), "{name}");
+        }
+    }
+}

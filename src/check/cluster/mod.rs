@@ -1,0 +1,183 @@
+//! `longhorn-guard check cluster`: the production checklist in one report.
+//!
+//! Reads a snapshot file (`--state`) or the live cluster (read-only, paginated LISTs), runs
+//! every check in [`checks`] and prints findings grouped by check, then a summary. Exit 0:
+//! nothing is `error`; 1: something is; 2: bad input (unreadable file or policy, cluster
+//! unreachable).
+
+pub mod checks;
+pub mod finding;
+pub mod inventory;
+pub mod live;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+pub use finding::{Check, Finding, Severity};
+pub use inventory::Inventory;
+
+use super::CheckOutput;
+use crate::cluster::snapshot::{flatten, parse_documents, SnapshotError};
+use crate::cluster::{ClusterView, Object, Source};
+use crate::policy::Policy;
+
+/// Arguments of `longhorn-guard check cluster`.
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    /// Cluster snapshot; without it the live cluster is read (KUBECONFIG or in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Policy file (YAML); defaults apply when absent.
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: CheckOutput,
+}
+
+/// What one run found.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+    /// Per-node drain counts (for metrics; the JSON output has them as findings).
+    #[serde(skip)]
+    pub nodes: Vec<checks::volumes::NodeReadiness>,
+}
+
+/// Counts by severity, and the checks that ran.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub errors: usize,
+    pub warnings: usize,
+    pub info: usize,
+    pub checks: Vec<&'static str>,
+}
+
+impl Report {
+    /// Runs every check over `inv` and `view`.
+    pub fn build(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
+        let (findings, nodes) = checks::run_all(inv, view, policy, now);
+        let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
+        let summary = Summary {
+            errors: n(Severity::Error),
+            warnings: n(Severity::Warning),
+            info: n(Severity::Info),
+            checks: Check::ALL.iter().map(|c| c.id()).collect(),
+        };
+        Self { findings, summary, nodes }
+    }
+
+    /// 1 when any finding is an error, else 0.
+    pub fn exit_code(&self) -> u8 {
+        u8::from(self.summary.errors > 0)
+    }
+
+    /// Findings grouped by check (in check order, errors first within a check), each with
+    /// its remedy on the next line, then the one-line summary.
+    pub fn table(&self) -> String {
+        let mut by_check: BTreeMap<Check, Vec<&Finding>> = BTreeMap::new();
+        for f in &self.findings {
+            by_check.entry(f.check).or_default().push(f);
+        }
+        let mut out = String::new();
+        for (check, mut list) in by_check {
+            list.sort_by_key(|f| std::cmp::Reverse(f.severity));
+            out.push_str(&format!("== {}\n", check.id()));
+            for f in list {
+                out.push_str(&format!("{:<8} {:<40} {}\n", f.severity.as_str(), f.object, f.message));
+                if !f.remedy.is_empty() {
+                    out.push_str(&format!("{:<8} {:<40} -> {}\n", "", "", f.remedy));
+                }
+            }
+            out.push('\n');
+        }
+        out.push_str(&self.summary_line());
+        out.push('\n');
+        out
+    }
+
+    /// E.g. `check cluster: 2 errors, 5 warnings, 3 info (9 checks)`.
+    pub fn summary_line(&self) -> String {
+        let s = &self.summary;
+        let plural = |n: usize, w: &str| if n == 1 { format!("1 {w}") } else { format!("{n} {w}s") };
+        format!(
+            "check cluster: {}, {}, {} info ({} checks)",
+            plural(s.errors, "error"),
+            plural(s.warnings, "warning"),
+            s.info,
+            s.checks.len()
+        )
+    }
+}
+
+/// Why the input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error("{0}")]
+    Live(String),
+}
+
+/// Reads a snapshot file into the inventory and the drain view, parsing it once.
+pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
+    let docs = parse_documents(&text)
+        .map_err(|message| SnapshotError::Syntax { path: path.to_path_buf(), message })?;
+    drop(text);
+    let mut items = Vec::new();
+    for (d, doc) in docs.into_iter().enumerate() {
+        flatten(doc, &format!("document {}", d + 1), &mut items);
+    }
+    let mut inv = Inventory::default();
+    let mut objects: Vec<Object> = Vec::with_capacity(items.len());
+    for (label, item) in items {
+        match inv.ingest(item) {
+            Ok(Some(o)) => objects.push(o),
+            Ok(None) => {}
+            Err(message) => {
+                return Err(SnapshotError::Item { path: path.to_path_buf(), item: label, message }.into())
+            }
+        }
+    }
+    let view =
+        ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
+    Ok((inv, view))
+}
+
+/// Runs the command; see the module doc for exit codes.
+pub async fn run(args: ClusterArgs) -> ExitCode {
+    let policy = match Policy::load(args.policy.as_deref()) {
+        Ok(p) => p,
+        Err(e) => return bad_input(&format!("policy: {e}")),
+    };
+    let loaded = match &args.state {
+        Some(path) => load_snapshot(path),
+        None => live::read().await.map_err(LoadError::Live),
+    };
+    let (inv, view) = match loaded {
+        Ok(v) => v,
+        Err(e) => return bad_input(&e.to_string()),
+    };
+    let report = Report::build(&inv, &view, &policy, SystemTime::now());
+    match args.output {
+        CheckOutput::Table => print!("{}", report.table()),
+        CheckOutput::Json => match serde_json::to_string_pretty(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return bad_input(&format!("cannot render JSON: {e}")),
+        },
+    }
+    ExitCode::from(report.exit_code())
+}
+
+fn bad_input(msg: &str) -> ExitCode {
+    eprintln!("longhorn-guard check cluster: {msg}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,417 @@
+//! `longhorn-guard check cluster` over snapshot files: every check firing (the demo snapshot,
+//! exact messages) and not firing (`tests/data/check-cluster/quiet.json`, a three-node cluster
+//! with nothing wrong), plus the boundaries of each check as edits of the quiet snapshot.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::SystemTime;
+
+use longhorn_guard::check::cluster::{load_snapshot, Check, Report, Severity};
+use longhorn_guard::policy::Policy;
+use serde_json::{json, Value};
+
+const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml");
+const QUIET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/check-cluster/quiet.json");
+const GIB: i64 = 1 << 30;
+
+fn report_of(path: &Path, policy: &Policy) -> Report {
+    let (inv, view) = load_snapshot(path).unwrap();
+    Report::build(&inv, &view, policy, SystemTime::now())
+}
+
+/// The quiet snapshot after `edit`, written to a file and read back like any snapshot.
+fn quiet_with(edit: impl FnOnce(&mut Value)) -> Report {
+    quiet_with_policy(&Policy::default(), edit)
+}
+
+fn quiet_with_policy(policy: &Policy, edit: impl FnOnce(&mut Value)) -> Report {
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(QUIET).unwrap()).unwrap();
+    edit(&mut doc);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.json");
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    report_of(&path, policy)
+}
+
+/// The item of that kind and name.
+fn item<'a>(doc: &'a mut Value, kind: &str, name: &str) -> &'a mut Value {
+    doc["items"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|i| i["kind"] == kind && i["metadata"]["name"] == name && i["apiVersion"] != "v1")
+        .unwrap_or_else(|| panic!("{kind} {name}"))
+}
+
+fn items(doc: &mut Value) -> &mut Vec<Value> {
+    doc["items"].as_array_mut().unwrap()
+}
+
+/// `(severity, object, message)` of one check's findings.
+fn of(r: &Report, check: Check) -> Vec<(Severity, String, String)> {
+    r.findings
+        .iter()
+        .filter(|f| f.check == check)
+        .map(|f| (f.severity, f.object.clone(), f.message.clone()))
+        .collect()
+}
+
+fn one(sev: Severity, object: &str, message: &str) -> Vec<(Severity, String, String)> {
+    vec![(sev, object.to_string(), message.to_string())]
+}
+
+#[test]
+fn the_quiet_cluster_fires_nothing_but_drain_readiness_info() {
+    let r = report_of(Path::new(QUIET), &Policy::default());
+    let lines: Vec<(Check, Severity, String)> =
+        r.findings.iter().map(|f| (f.check, f.severity, f.message.clone())).collect();
+    assert_eq!(
+        lines,
+        ["n1", "n2", "n3"]
+            .map(|n| (Check::DrainReadiness, Severity::Info, format!("{n}: can be drained now")))
+            .to_vec()
+    );
+    assert_eq!(r.exit_code(), 0);
+    assert_eq!(r.summary_line(), "check cluster: 0 errors, 0 warnings, 3 info (9 checks)");
+}
+
+#[test]
+fn the_demo_snapshot_fires_every_check_with_exact_messages() {
+    use Severity::*;
+    let r = report_of(Path::new(DEMO), &Policy::default());
+    let got: Vec<(&str, Severity, &str, &str)> = r
+        .findings
+        .iter()
+        .map(|f| (f.check.id(), f.severity, f.object.as_str(), f.message.as_str()))
+        .collect();
+    let want = vec![
+        ("node-conditions", Error, "node/node-3", "node-3: RequiredPackages is False (PackagesNotInstalled): Missing packages: [open-iscsi]"),
+        ("disk-space", Warning, "node/node-2", "node-2 disk default-disk-2f4b6d8e0a1c3e5f: 28.0 GiB available of 100.0 GiB (28%), 3 points above storage-minimal-available-percentage=25%, where Longhorn stops scheduling replicas"),
+        ("backup-target", Error, "backuptarget/default", "backup target default (s3://longhorn-backups@us-east-1/) is not available: failed to list objects: AccessDenied: Access Denied status code: 403"),
+        ("recurring-jobs", Warning, "recurringjobs", "no recurring backup job: nothing is copied off-site on a schedule"),
+        ("recurring-jobs", Error, "recurringjob/hourly-snapshot", "hourly-snapshot (snapshot) has retain 24 > snapshot-max-count=5: new snapshots fail before it prunes"),
+        ("recurring-jobs", Warning, "volumes", "1 volume in no recurring job or job group: vol-detached"),
+        ("snapshot-retention", Warning, "volume/vol-healthy", "vol-healthy has 4 snapshots (snapshot-max-count=5), holding 1.9 GiB: 80% of the limit"),
+        ("replica-count", Warning, "volume/vol-degraded", "volume vol-degraded: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
+        ("replica-count", Warning, "volume/vol-detached", "volume vol-detached: numberOfReplicas=1 has no redundancy; policy minimum is 3"),
+        ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes; it stays degraded"),
+        ("volume-health", Warning, "volume/vol-degraded", "vol-degraded is degraded: fewer healthy replicas than numberOfReplicas=2"),
+        ("volume-health", Error, "volume/vol-degraded", "vol-degraded: rebuild of replica vol-degraded-r-7d8e9f0a stuck at 0% since 2026-11-30T11:19:51Z"),
+        ("settings", Info, "setting/node-drain-policy", "node-drain-policy=allow-if-replica-is-stopped: Longhorn lets drains take the last replica of detached volumes"),
+        ("drain-readiness", Warning, "node/node-1", "node-1: a drain would wait for 1 volume (vol-degraded)"),
+        ("drain-readiness", Warning, "node/node-2", "node-2: a drain would wait for 2 volumes (vol-detached, vol-healthy)"),
+        ("drain-readiness", Info, "node/node-3", "node-3: can be drained now"),
+    ];
+    assert_eq!(got, want);
+    let fired: std::collections::BTreeSet<Check> = r.findings.iter().map(|f| f.check).collect();
+    assert_eq!(fired.len(), Check::ALL.len(), "every check fires on the demo snapshot");
+    assert_eq!(r.exit_code(), 1);
+    let remedy = |obj: &str| {
+        r.findings.iter().find(|f| f.check == Check::ReplicaCount && f.object == obj).unwrap().remedy.clone()
+    };
+    assert_eq!(
+        remedy("volume/vol-healthy"),
+        "make more nodes schedulable (uncordon, allow scheduling) or lower numberOfReplicas"
+    );
+    assert_eq!(
+        remedy("volume/vol-detached"),
+        "raise the replica count to 3 (policy replicas.minimum) or accept the trade-off"
+    );
+}
+
+#[test]
+fn node_conditions_report_longhorns_own_message() {
+    let r = quiet_with(|d| {
+        let n = item(d, "Node", "n2");
+        n["status"]["conditions"][5] = json!({"type": "Multipathd", "status": "False", "reason": "MultipathdIsRunning",
+            "message": "multipathd is running with a known issue that affects Longhorn"});
+        n["status"]["diskStatus"]["disk-1"]["conditions"][0] = json!({"type": "Ready", "status": "False", "reason": "DiskFilesystemChanged", "message": "disk has changed"});
+        item(d, "Node", "n3")["status"]["conditions"][0] = json!({"type": "Ready", "status": "Unknown"});
+    });
+    assert_eq!(
+        of(&r, Check::NodeConditions),
+        vec![
+            (Severity::Warning, "node/n2".into(), "n2: Multipathd is False (MultipathdIsRunning): multipathd is running with a known issue that affects Longhorn".into()),
+            (Severity::Error, "node/n2".into(), "n2 disk disk-1: not ready (Ready is False) (DiskFilesystemChanged): disk has changed".into()),
+            (Severity::Error, "node/n3".into(), "n3: Ready is Unknown".into()),
+        ]
+    );
+}
+
+#[test]
+fn disk_space_warns_ten_points_before_the_limit_and_errs_at_it() {
+    let disk = |avail: i64, sched: i64| {
+        quiet_with(move |d| {
+            let st = &mut item(d, "Node", "n1")["status"]["diskStatus"]["disk-1"];
+            st["storageAvailable"] = json!(avail);
+            st["storageScheduled"] = json!(sched);
+        })
+    };
+    assert_eq!(of(&disk(35 * GIB, 30 * GIB), Check::DiskSpace), vec![], "10 points above: quiet");
+    assert_eq!(
+        of(&disk(34 * GIB, 30 * GIB), Check::DiskSpace),
+        one(Severity::Warning, "node/n1", "n1 disk disk-1: 34.0 GiB available of 100.0 GiB (34%), 9 points above storage-minimal-available-percentage=25%, where Longhorn stops scheduling replicas")
+    );
+    assert_eq!(
+        of(&disk(25 * GIB, 30 * GIB), Check::DiskSpace),
+        one(Severity::Error, "node/n1", "n1 disk disk-1: 25.0 GiB available of 100.0 GiB (25%), at or below storage-minimal-available-percentage=25%: Longhorn schedules no new replica here")
+    );
+    assert_eq!(
+        of(&disk(80 * GIB, 90 * GIB), Check::DiskSpace),
+        one(Severity::Warning, "node/n1", "n1 disk disk-1: 90.0 GiB scheduled of a 100.0 GiB limit (90%; storage-over-provisioning-percentage=100% of maximum less 0.0 GiB reserved)")
+    );
+    assert_eq!(
+        of(&disk(80 * GIB, 100 * GIB), Check::DiskSpace),
+        one(Severity::Error, "node/n1", "n1 disk disk-1: 100.0 GiB scheduled of a 100.0 GiB limit (100%; storage-over-provisioning-percentage=100% of maximum less 0.0 GiB reserved): Longhorn schedules no new replica here")
+    );
+    // The settings' actual values are read: 200% over-provisioning doubles the limit.
+    let r = quiet_with(|d| {
+        item(d, "Setting", "storage-over-provisioning-percentage")["value"] = json!("200");
+        item(d, "Node", "n1")["status"]["diskStatus"]["disk-1"]["storageScheduled"] = json!(100 * GIB);
+    });
+    assert_eq!(of(&r, Check::DiskSpace), vec![]);
+    let r =
+        quiet_with(|d| items(d).retain(|i| i["metadata"]["name"] != "storage-minimal-available-percentage"));
+    let r2 = quiet_with(|d| {
+        items(d).retain(|i| i["metadata"]["name"] != "storage-minimal-available-percentage");
+        item(d, "Node", "n1")["status"]["diskStatus"]["disk-1"]["storageAvailable"] = json!(20 * GIB);
+    });
+    assert_eq!(of(&r, Check::DiskSpace), vec![]);
+    assert_eq!(
+        of(&r2, Check::DiskSpace),
+        one(Severity::Error, "node/n1", "n1 disk disk-1: 20.0 GiB available of 100.0 GiB (20%), at or below storage-minimal-available-percentage=25% (Longhorn's default; the setting was not read): Longhorn schedules no new replica here")
+    );
+    let bad =
+        quiet_with(|d| item(d, "Setting", "storage-minimal-available-percentage")["value"] = json!("lots"));
+    assert_eq!(
+        of(&bad, Check::DiskSpace),
+        one(Severity::Error, "setting/storage-minimal-available-percentage", "setting storage-minimal-available-percentage=\"lots\" is not a whole number; disk space not checked")
+    );
+}
+
+#[test]
+fn backup_target_missing_unavailable_or_unknown() {
+    let r = quiet_with(|d| {
+        let t = item(d, "BackupTarget", "default");
+        t["status"] = json!({"available": false, "conditions": [{"type": "Unavailable", "status": "True",
+            "reason": "Unavailable", "message": "cannot reach nfs://10.0.0.9:/backups"}]});
+    });
+    assert_eq!(
+        of(&r, Check::BackupTarget),
+        one(Severity::Error, "backuptarget/default", "backup target default (s3://backups@us-east-1/) is not available: cannot reach nfs://10.0.0.9:/backups")
+    );
+    let r = quiet_with(|d| item(d, "BackupTarget", "default")["spec"]["backupTargetURL"] = json!(""));
+    assert_eq!(
+        of(&r, Check::BackupTarget),
+        one(
+            Severity::Error,
+            "backuptargets",
+            "no backup target is configured: no volume has an off-site copy"
+        )
+    );
+    let r = quiet_with(|d| items(d).retain(|i| i["kind"] != "BackupTarget"));
+    assert_eq!(
+        of(&r, Check::BackupTarget),
+        one(
+            Severity::Info,
+            "backuptargets",
+            "not checked: no BackupTarget objects and no backup-target setting were read"
+        )
+    );
+    let r = quiet_with(|d| {
+        items(d).retain(|i| i["kind"] != "BackupTarget");
+        items(d).push(json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
+            "metadata": {"name": "backup-target", "namespace": "longhorn-system"}, "value": "nfs://store:/lh"}));
+    });
+    assert_eq!(
+        of(&r, Check::BackupTarget),
+        one(
+            Severity::Info,
+            "setting/backup-target",
+            "backup target nfs://store:/lh is set; its availability is not reported (no BackupTarget object)"
+        )
+    );
+}
+
+#[test]
+fn recurring_jobs_retention_and_coverage() {
+    let r = quiet_with(|d| {
+        item(d, "RecurringJob", "daily-snap")["spec"]["retain"] = json!(300);
+        item(d, "RecurringJob", "daily-backup")["spec"]["retain"] = json!(0);
+        item(d, "Volume", "data")["metadata"]["labels"]["recurring-job-group.longhorn.io/weekly"] =
+            json!("enabled");
+    });
+    assert_eq!(
+        of(&r, Check::RecurringJobs),
+        vec![
+            (Severity::Error, "recurringjob/daily-snap".into(), "daily-snap (snapshot) has retain 300 > snapshot-max-count=250: new snapshots fail before it prunes".into()),
+            (Severity::Warning, "recurringjob/daily-backup".into(), "daily-backup (backup) has retain 0: it keeps nothing it makes".into()),
+            (Severity::Warning, "volumes".into(), "1 volume in no recurring job or job group: data".into()),
+        ]
+    );
+    // Age-based retention does not read `retain`; a job label naming an existing job covers.
+    let r = quiet_with(|d| {
+        let b = item(d, "RecurringJob", "daily-backup");
+        b["spec"]["retain"] = json!(0);
+        b["spec"]["retentionPolicy"] = json!("age-based");
+        item(d, "Volume", "data")["metadata"]["labels"]["recurring-job.longhorn.io/daily-snap"] =
+            json!("enabled");
+    });
+    assert_eq!(of(&r, Check::RecurringJobs), vec![]);
+    let r = quiet_with(|d| items(d).retain(|i| i["kind"] != "RecurringJob"));
+    assert_eq!(
+        of(&r, Check::RecurringJobs),
+        vec![
+            (
+                Severity::Warning,
+                "recurringjobs".into(),
+                "no recurring snapshot job: volumes get no regular restore points".into()
+            ),
+            (
+                Severity::Warning,
+                "recurringjobs".into(),
+                "no recurring backup job: nothing is copied off-site on a schedule".into()
+            ),
+            (Severity::Warning, "volumes".into(), "1 volume in no recurring job or job group: data".into()),
+        ]
+    );
+}
+
+#[test]
+fn snapshot_retention_warns_at_80_percent_and_errs_at_the_limit() {
+    let max = |n: &str| quiet_with(move |d| item(d, "Setting", "snapshot-max-count")["value"] = json!(n));
+    assert_eq!(of(&max("3"), Check::SnapshotRetention), vec![], "2 of 3 is 66%");
+    assert_eq!(
+        of(&max("2"), Check::SnapshotRetention),
+        one(Severity::Error, "volume/data", "data has 2 snapshots (snapshot-max-count=2), holding 2.0 GiB: at the limit: new snapshots and backups of it fail")
+    );
+    let r = quiet_with(|d| {
+        item(d, "Setting", "snapshot-max-count")["value"] = json!("2");
+        item(d, "Snapshot", "data-snap-2")["status"]["markRemoved"] = json!(true);
+    });
+    assert_eq!(of(&r, Check::SnapshotRetention), vec![], "removed snapshots do not count");
+}
+
+#[test]
+fn replica_count_volume_health_and_settings() {
+    let r = quiet_with(|d| {
+        let v = item(d, "Volume", "data");
+        v["spec"]["numberOfReplicas"] = json!(2);
+        v["status"]["robustness"] = json!("faulted");
+        item(d, "Setting", "node-drain-policy")["value"] = json!("always-allow");
+        item(d, "Setting", "storage-network")["value"] = json!("storage-net");
+    });
+    assert_eq!(
+        of(&r, Check::ReplicaCount),
+        one(
+            Severity::Warning,
+            "volume/data",
+            "volume data: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"
+        )
+    );
+    assert_eq!(
+        of(&r, Check::VolumeHealth),
+        one(Severity::Error, "volume/data", "data is faulted: no healthy replica serves it (state detached)")
+    );
+    assert_eq!(
+        of(&r, Check::Settings),
+        vec![
+            (Severity::Warning, "setting/node-drain-policy".into(), "node-drain-policy=always-allow: Longhorn lets drains take a volume's last replica; longhorn-guard (drain.action=enforce) is the only protection".into()),
+            (Severity::Error, "setting/storage-network".into(), "storage-network=\"storage-net\" is not <namespace>/<name>".into()),
+        ]
+    );
+    let deny: Policy = serde_saphyr::from_str("replicas:\n  action: deny\n").unwrap();
+    let r = quiet_with_policy(&deny, |d| item(d, "Volume", "data")["spec"]["numberOfReplicas"] = json!(1));
+    let f = of(&r, Check::ReplicaCount);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].0, Severity::Error, "deny mode makes a low count an error: {f:?}");
+    assert!(f[0].2.contains("numberOfReplicas=1 has no redundancy"), "{f:?}");
+}
+
+#[test]
+fn a_stalled_rebuild_without_the_storage_network_says_so() {
+    let text = std::fs::read_to_string(DEMO).unwrap().replace(
+        "  name: storage-network\n    namespace: longhorn-system\n    resourceVersion: \"344\"\n    uid: 94a3f55b-d4ad-4f7a-b6dc-33261cf92978\n  status:\n    applied: true\n  value: \"\"",
+        "  name: storage-network\n    namespace: longhorn-system\n  value: kube-system/storage-net",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.yaml");
+    std::fs::write(&path, text).unwrap();
+    let r = report_of(&path, &Policy::default());
+    let f =
+        r.findings.iter().find(|f| f.check == Check::VolumeHealth && f.severity == Severity::Error).unwrap();
+    assert_eq!(f.message, "vol-degraded: rebuild of replica vol-degraded-r-7d8e9f0a stuck at 0% since 2026-11-30T11:19:51Z; its storage IP is the pod IP, so its instance manager started without the storage network kube-system/storage-net");
+    assert_eq!(
+        f.remedy,
+        "delete the instance-manager pod on node-2 so Longhorn recreates it with the storage network"
+    );
+}
+
+#[test]
+fn drain_readiness_counts_blocking_volumes() {
+    let r = quiet_with(|d| {
+        for n in ["n2", "n3"] {
+            items(d).iter_mut().find(|i| i["apiVersion"] == "v1" && i["metadata"]["name"] == n).unwrap()
+                ["spec"]["unschedulable"] = json!(true);
+        }
+    });
+    assert_eq!(
+        of(&r, Check::DrainReadiness),
+        vec![
+            (Severity::Warning, "node/n1".into(), "n1: a drain would wait for 1 volume (data)".into()),
+            // The healthy replica on n1 (schedulable, instance manager running) vouches for n2
+            // and n3; cordoned nodes never vouch, so n1 holds the last protectable copy.
+            (Severity::Info, "node/n2".into(), "n2: can be drained now".into()),
+            (Severity::Info, "node/n3".into(), "n3: can be drained now".into()),
+        ]
+    );
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        .args(["check", "cluster"])
+        .args(args)
+        .env("LONGHORN_GUARD_LOG", "warn")
+        .env_remove("LONGHORN_GUARD_POLICY")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn the_command_prints_a_table_or_json_and_exits_by_severity() {
+    let (code, out, err) = run(&["--state", DEMO]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.starts_with("== node-conditions\nerror    node/node-3 "), "{out}");
+    assert!(out.contains("\n         "), "remedy lines are indented: {out}");
+    assert!(out.ends_with("\ncheck cluster: 4 errors, 10 warnings, 2 info (9 checks)\n"), "{out}");
+    let (code, out, _) = run(&["--state", DEMO, "--output", "json"]);
+    assert_eq!(code, 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let f = &v["findings"][0];
+    assert_eq!(
+        f.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["check", "message", "object", "remedy", "severity"]
+    );
+    assert_eq!(f["check"], "node-conditions");
+    assert_eq!(v["summary"]["checks"].as_array().unwrap().len(), 9);
+    let (code, out, _) = run(&["--state", QUIET]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = run(&["--state", "/nonexistent/snap.yaml"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("longhorn-guard check cluster: /nonexistent/snap.yaml: cannot read"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: longhorn.io/v1beta2\nkind: Snapshot\nmetadata:\n  name: s\nstatus:\n  size: big\n",
+    )
+    .unwrap();
+    let (code, _, err) = run(&["--state", bad.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("document 1: Snapshot s (longhorn.io/v1beta2): invalid type"), "{err}");
+}
