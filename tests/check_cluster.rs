@@ -95,10 +95,11 @@ fn the_demo_snapshot_fires_every_check_with_exact_messages() {
         ("replica-count", Warning, "volume/vol-degraded", "volume vol-degraded: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("replica-count", Warning, "volume/vol-detached", "volume vol-detached: numberOfReplicas=1 has no redundancy; policy minimum is 3"),
         ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes; it stays degraded"),
+        ("replica-count", Warning, "volume/vol-v2", "volume vol-v2: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("volume-health", Warning, "volume/vol-degraded", "vol-degraded is degraded: fewer healthy replicas than numberOfReplicas=2"),
         ("volume-health", Error, "volume/vol-degraded", "vol-degraded: rebuild of replica vol-degraded-r-7d8e9f0a stuck at 0% since 2026-11-30T11:19:51Z"),
         ("settings", Info, "setting/node-drain-policy", "node-drain-policy=allow-if-replica-is-stopped: Longhorn lets drains take the last replica of detached volumes"),
-        ("drain-readiness", Warning, "node/node-1", "node-1: a drain would wait for 1 volume (vol-degraded)"),
+        ("drain-readiness", Warning, "node/node-1", "node-1: a drain would wait for 2 volumes (vol-degraded, vol-v2)"),
         ("drain-readiness", Warning, "node/node-2", "node-2: a drain would wait for 2 volumes (vol-detached, vol-healthy)"),
         ("drain-readiness", Info, "node/node-3", "node-3: can be drained now"),
     ];
@@ -388,7 +389,7 @@ fn the_command_prints_a_table_or_json_and_exits_by_severity() {
     assert_eq!(code, 1, "{err}");
     assert!(out.starts_with("== node-conditions\nerror    node/node-3 "), "{out}");
     assert!(out.contains("\n         "), "remedy lines are indented: {out}");
-    assert!(out.ends_with("\ncheck cluster: 4 errors, 10 warnings, 2 info (9 checks)\n"), "{out}");
+    assert!(out.ends_with("\ncheck cluster: 4 errors, 11 warnings, 2 info (9 checks)\n"), "{out}");
     let (code, out, _) = run(&["--state", DEMO, "--output", "json"]);
     assert_eq!(code, 1);
     let v: Value = serde_json::from_str(&out).unwrap();
