@@ -16,6 +16,14 @@ use super::metrics::ServerCounters;
 /// How often a connection waiting at the cap looks again for one to close.
 const RETRY: Duration = Duration::from_millis(25);
 
+/// A kept-alive connection idle for less than this is never closed to make room: its client
+/// is likely between two requests, and closing it could race the next one.
+pub const MIN_IDLE_TO_EVICT: Duration = Duration::from_secs(1);
+
+/// A new connection younger than this is not closed to make room either: its client is
+/// likely about to send its first request (this also paces an attacker who keeps dialling).
+pub const MIN_FRESH_TO_EVICT: Duration = Duration::from_millis(100);
+
 /// Live connections, bounded.
 #[derive(Debug)]
 pub struct Cap {
@@ -80,13 +88,18 @@ impl Cap {
         Slot { cap: self.clone(), id, _permit: permit, phase }
     }
 
-    /// Asks the connection that has waited longest with no request under way to close.
-    /// False when every connection is serving a request (or already closing).
+    /// Asks the connection that has waited longest with no request under way to close: a
+    /// new one silent for [`MIN_FRESH_TO_EVICT`], or a kept-alive one idle for
+    /// [`MIN_IDLE_TO_EVICT`]. False when there is none.
     pub fn evict_one(&self) -> bool {
         let live = lock(&self.live);
         let longest = live
             .values()
-            .filter_map(|p| p.waiting().map(|(_, waited)| (waited, p)))
+            .filter_map(|p| p.waiting().map(|(fresh, waited)| (fresh, waited, p)))
+            .filter(|(fresh, waited, _)| {
+                *waited >= if *fresh { MIN_FRESH_TO_EVICT } else { MIN_IDLE_TO_EVICT }
+            })
+            .map(|(_, waited, p)| (waited, p))
             .max_by_key(|(waited, _)| *waited);
         match longest {
             Some((waited, phase)) => {
@@ -116,6 +129,7 @@ mod tests {
         let counters = Arc::new(ServerCounters::default());
         let cap = Cap::new(2, counters.clone());
         let a = cap.admit().await;
+        assert!(!cap.evict_one(), "a brand-new connection is not closed");
         tokio::time::sleep(Duration::from_secs(1)).await;
         let b = cap.admit().await;
         b.phase.request_started(); // busy: never evicted
@@ -132,6 +146,12 @@ mod tests {
         let c = third.await.unwrap();
         assert_eq!(cap.open(), 2);
 
+        // A kept-alive connection that just answered is not closed; once idle a while, it is.
+        c.phase.request_started();
+        c.phase.request_finished();
+        assert!(!cap.evict_one());
+        tokio::time::sleep(MIN_IDLE_TO_EVICT).await;
+        assert!(cap.evict_one());
         // Everything busy: nothing to evict, the newcomer waits for a slot to end.
         c.phase.request_started();
         assert!(!cap.evict_one());
@@ -143,7 +163,7 @@ mod tests {
         assert!(!fourth.is_finished());
         drop(b);
         let _d = fourth.await.unwrap();
-        assert_eq!(counters.connections_evicted.load(Ordering::Relaxed), 1);
+        assert_eq!(counters.connections_evicted.load(Ordering::Relaxed), 2);
         assert_eq!(counters.connections_open.load(Ordering::Relaxed), 2);
     }
 }

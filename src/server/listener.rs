@@ -208,6 +208,7 @@ async fn connection(
             },
             _ = phase.evicted(), if !evicted => {
                 evicted = true;
+                tracing::debug!(%peer, fresh = phase.is_fresh(), "closing an idle connection: connection cap reached");
                 if phase.is_fresh() {
                     return;
                 }
@@ -215,7 +216,13 @@ async fn connection(
             }
             _ = stage.wait_for(|s| *s == Stage::Closing), if !closing => {
                 closing = true;
-                connection.as_mut().graceful_shutdown();
+                // hyper's graceful shutdown closes a connection that has not sent a byte
+                // yet, racing the first request a client may be writing. Such a connection
+                // instead gets its first request answered with `Connection: close` (or the
+                // watchdog closes it after the header timeout).
+                if !phase.is_fresh() {
+                    connection.as_mut().graceful_shutdown();
+                }
             }
         }
     }

@@ -121,7 +121,7 @@ async fn webhook(
             if code != StatusCode::INTERNAL_SERVER_ERROR {
                 tracing::warn!(webhook = kind.as_str(), code = code.as_u16(), reason = %clip_to(&reason, MAX_TEXT), "bad admission request");
             }
-            let mut resp = text(code, &reason);
+            let mut resp = text(code, &clip_to(&reason, MAX_TEXT));
             if code == StatusCode::PAYLOAD_TOO_LARGE {
                 resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             }

@@ -170,6 +170,9 @@ pub async fn send(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .unwrap();
+    // A kept-alive connection takes a moment to be ready for the next request after a
+    // response; sending before that fails with "operation was canceled".
+    sender.ready().await.map_err(|e| format!("connection closed: {e}"))?;
     let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
         .await
         .map_err(|_| "timed out".to_string())?
