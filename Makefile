@@ -7,7 +7,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench clean
+.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -54,6 +54,11 @@ lint-example: build ## Lint the shipped samples in examples/lint (warn, deny and
 	@echo
 	@echo '$$ longhorn-guard lint examples/lint/malformed'
 	@$(BIN) lint examples/lint/malformed; rc=$$?; echo "[exit $$rc; 2 expected: unreadable input]"; test $$rc -eq 2
+
+# 250,000 cases per target x 4 targets = 1,000,000 inputs (docs/server.md, "Fuzzing").
+FUZZ_CASES ?= 250000
+fuzz: ## Fuzz every parser and decision: FUZZ_CASES cases per target (release build)
+	FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test fuzz -- --nocapture
 
 bench: ## Decision latency and view memory on a synthetic cluster (release build)
 	$(CARGO) bench --locked --bench decide

@@ -137,7 +137,9 @@ impl Admitter {
 }
 
 /// One structured event per decision: denials and overrides at WARN/INFO with their reason.
+/// Request-supplied fields are cut to a fixed length (`crate::clip`).
 pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
+    use crate::clip::{clip, clip_to, MAX_TEXT};
     let volumes = d.details.volumes.join(",");
     let node = d.details.node.as_deref().unwrap_or("");
     let message = d.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
@@ -146,22 +148,22 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
         ($level:expr, $msg:literal) => {
             tracing::event!(
                 $level,
-                uid = %req.uid,
-                user = %req.user_info.username,
+                uid = %clip(&req.uid),
+                user = %clip(&req.user_info.username),
                 webhook = kind.as_str(),
-                resource = %req.resource_label(),
+                resource = %clip(&req.resource_label()),
                 operation = req.operation.as_str(),
-                namespace = req.namespace(),
-                name = req.name(),
+                namespace = %clip(req.namespace()),
+                name = %clip(req.name()),
                 dry_run = req.is_dry_run(),
                 rule = d.rule,
                 decision = d.outcome(),
                 code,
-                node,
-                volumes = %volumes,
-                overridden = d.details.overridden.as_deref().unwrap_or(""),
+                node = %clip(node),
+                volumes = %clip_to(&volumes, MAX_TEXT),
+                overridden = %clip(d.details.overridden.as_deref().unwrap_or("")),
                 warnings = d.warnings.len(),
-                reason = message,
+                reason = %clip_to(message, MAX_TEXT),
                 $msg
             )
         };

@@ -12,6 +12,7 @@ pub mod admit;
 pub mod certs;
 pub mod check;
 pub mod cli;
+pub mod clip;
 pub mod cluster;
 pub mod decision;
 pub mod gate;

@@ -16,6 +16,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
@@ -170,12 +172,23 @@ impl ResolvesServerCert for ReloadingCert {
 /// A rustls server configuration: TLS 1.2 and 1.3 only, ALPN `http/1.1`, no client auth,
 /// certificates from `resolver`.
 pub fn server_config(resolver: Arc<ReloadingCert>) -> Result<rustls::ServerConfig, TlsError> {
+    server_config_with(resolver, None)
+}
+
+/// [`server_config`], and with `client_ca` only clients presenting a certificate from that CA.
+pub fn server_config_with(
+    resolver: Arc<ReloadingCert>,
+    client_ca: Option<&Path>,
+) -> Result<rustls::ServerConfig, TlsError> {
     let provider = resolver.provider.clone();
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| TlsError::Config(e.to_string()))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match client_ca {
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -183,6 +196,32 @@ pub fn server_config(resolver: Arc<ReloadingCert>) -> Result<rustls::ServerConfi
 /// The ring crypto provider used throughout.
 pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Every CERTIFICATE block of a PEM file, in order; at least one.
+fn pem_certs(path: &Path, bytes: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_slice_iter(bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::Pem { path: path.to_path_buf(), message: e.to_string() })?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate { path: path.to_path_buf() });
+    }
+    Ok(certs)
+}
+
+/// A verifier admitting only clients whose certificate chains to a CA in the PEM file `path`.
+pub fn client_verifier(
+    path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let bytes = std::fs::read(path).map_err(|source| TlsError::Read { path: path.to_path_buf(), source })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in pem_certs(path, &bytes)? {
+        roots.add(cert).map_err(|e| TlsError::Pem { path: path.to_path_buf(), message: e.to_string() })?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| TlsError::Config(format!("{}: {e}", path.display())))
 }
 
 fn read_pair(files: &TlsFiles) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
@@ -196,15 +235,12 @@ fn parse_pair(
     key_bytes: &[u8],
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, TlsError> {
-    let certs = rustls_pemfile::certs(&mut &cert_bytes[..])
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem { path: files.cert.clone(), message: e.to_string() })?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate { path: files.cert.clone() });
-    }
-    let key = rustls_pemfile::private_key(&mut &key_bytes[..])
-        .map_err(|e| TlsError::Pem { path: files.key.clone(), message: e.to_string() })?
-        .ok_or_else(|| TlsError::NoKey { path: files.key.clone() })?;
+    let certs = pem_certs(&files.cert, cert_bytes)?;
+    let key = match PrivateKeyDer::from_pem_slice(key_bytes) {
+        Ok(key) => key,
+        Err(pem::Error::NoItemsFound) => return Err(TlsError::NoKey { path: files.key.clone() }),
+        Err(e) => return Err(TlsError::Pem { path: files.key.clone(), message: e.to_string() }),
+    };
     CertifiedKey::from_der(certs, key, provider).map_err(|e| TlsError::Pair {
         cert: files.cert.clone(),
         key: files.key.clone(),

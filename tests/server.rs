@@ -384,7 +384,8 @@ fn sigterm_to_the_binary_finishes_a_burst_and_exits_0() {
     let certs = tempfile::tempdir().unwrap();
     generate(&CertsOptions::new(certs.path())).unwrap();
     let mut child = Command::new(BIN)
-        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0", "--state", SNAPSHOT, "--tls-dir"])
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0", "--state", SNAPSHOT])
+        .args(["--shutdown-delay", "300ms", "--tls-dir"])
         .arg(certs.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -6,22 +6,32 @@
 //!
 //! [`Watched`] wraps the connection's IO and notes the first byte of each request;
 //! [`Phase`] is moved to busy when hyper hands the request to the service and back to idle
-//! when the response is ready; [`Phase::watchdog`] resolves when a limit is exceeded.
+//! when the response is ready; [`Phase::watchdog`] resolves when a limit is exceeded. The
+//! state and the time it was entered are one atomic word, so the watchdog never pairs a new
+//! state with an old time. [`Phase::evict`] asks the connection's task to close it (used at
+//! the connection cap, only for connections with no request under way).
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-
-const IDLE: u8 = 0;
-const HEAD: u8 = 1;
-const BUSY: u8 = 2;
+/// Connected (TLS handshake included), no byte of a request yet.
+const FRESH: u64 = 0;
+/// Between requests on a kept-alive connection.
+const IDLE: u64 = 1;
+/// Reading a request head.
+const HEAD: u64 = 2;
+/// The service is deciding the request.
+const BUSY: u64 = 3;
+const STATE_SHIFT: u32 = 56;
+const MS_MASK: u64 = (1 << STATE_SHIFT) - 1;
 
 /// Why the watchdog closed a connection.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,61 +40,105 @@ pub enum Expired {
     Head,
     /// No request arrived on a kept-alive connection.
     Idle,
+    /// A new connection sent nothing.
+    Silent,
 }
 
 /// Where one connection is in its request cycle.
 #[derive(Debug)]
 pub struct Phase {
     epoch: Instant,
-    state: AtomicU8,
-    /// Milliseconds since `epoch` when `state` was last entered.
-    since_ms: AtomicU64,
+    /// State in the top byte, milliseconds since `epoch` when it was entered below.
+    word: AtomicU64,
+    evicted: AtomicBool,
+    evict: Notify,
 }
 
 impl Phase {
     pub fn new() -> Arc<Self> {
-        // A new connection owes its first request's headers right away.
-        Arc::new(Self { epoch: Instant::now(), state: AtomicU8::new(HEAD), since_ms: AtomicU64::new(0) })
+        Arc::new(Self {
+            epoch: Instant::now(),
+            word: AtomicU64::new(FRESH << STATE_SHIFT),
+            evicted: AtomicBool::new(false),
+            evict: Notify::new(),
+        })
     }
 
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        (self.epoch.elapsed().as_millis() as u64) & MS_MASK
     }
 
-    fn enter(&self, state: u8) {
-        self.since_ms.store(self.now_ms(), Ordering::Relaxed);
-        self.state.store(state, Ordering::Relaxed);
+    fn pack(&self, state: u64) -> u64 {
+        (state << STATE_SHIFT) | self.now_ms()
     }
 
-    /// Bytes arrived: an idle connection starts reading a request head.
+    /// The current state and how long the connection has been in it.
+    fn load(&self) -> (u64, Duration) {
+        let word = self.word.load(Ordering::Acquire);
+        let since = word & MS_MASK;
+        (word >> STATE_SHIFT, Duration::from_millis(self.now_ms().saturating_sub(since)))
+    }
+
+    /// Bytes arrived: a fresh or idle connection starts reading a request head.
     fn bytes_arrived(&self) {
-        if self.state.compare_exchange(IDLE, HEAD, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            self.since_ms.store(self.now_ms(), Ordering::Relaxed);
+        let word = self.word.load(Ordering::Acquire);
+        if matches!(word >> STATE_SHIFT, FRESH | IDLE) {
+            let _ = self.word.compare_exchange(word, self.pack(HEAD), Ordering::AcqRel, Ordering::Relaxed);
         }
     }
 
     /// The request's headers are parsed and the service runs.
     pub fn request_started(&self) {
-        self.enter(BUSY);
+        self.word.store(self.pack(BUSY), Ordering::Release);
     }
 
     /// The response is ready; the connection waits for the next request.
     pub fn request_finished(&self) {
-        self.enter(IDLE);
+        self.word.store(self.pack(IDLE), Ordering::Release);
     }
 
-    /// Resolves when the head of a request takes longer than `head`, or the connection is
-    /// idle longer than `idle`. Never resolves while a request is being served (that is
-    /// bounded by the request deadline).
+    /// How long the connection has waited with no request under way: `Some((fresh, for))`
+    /// when fresh or idle (and not yet evicted), `None` while a request is under way.
+    pub fn waiting(&self) -> Option<(bool, Duration)> {
+        if self.evicted.load(Ordering::Relaxed) {
+            return None;
+        }
+        match self.load() {
+            (FRESH, d) => Some((true, d)),
+            (IDLE, d) => Some((false, d)),
+            _ => None,
+        }
+    }
+
+    /// Asks the connection's task to close the connection (see [`Phase::evicted`]).
+    pub fn evict(&self) {
+        self.evicted.store(true, Ordering::Relaxed);
+        self.evict.notify_one();
+    }
+
+    /// Resolves once [`Phase::evict`] was called.
+    pub async fn evicted(&self) {
+        if !self.evicted.load(Ordering::Relaxed) {
+            self.evict.notified().await;
+        }
+    }
+
+    /// True while no byte of a request has arrived since the connection was made.
+    pub fn is_fresh(&self) -> bool {
+        self.load().0 == FRESH
+    }
+
+    /// Resolves when the head of a request takes longer than `head`, a new connection sends
+    /// nothing for `head`, or a kept-alive connection is idle longer than `idle`. Never
+    /// resolves while a request is being served (that is bounded by the request deadline).
     pub async fn watchdog(&self, head: Duration, idle: Duration) -> Expired {
         let tick = (head.min(idle) / 4).clamp(Duration::from_millis(10), Duration::from_millis(500));
         loop {
             tokio::time::sleep(tick).await;
-            let elapsed =
-                Duration::from_millis(self.now_ms().saturating_sub(self.since_ms.load(Ordering::Relaxed)));
-            match self.state.load(Ordering::Relaxed) {
-                HEAD if elapsed > head => return Expired::Head,
-                IDLE if elapsed > idle => return Expired::Idle,
+            match self.load() {
+                (HEAD, elapsed) if elapsed > head => return Expired::Head,
+                (FRESH, elapsed) if elapsed > head => return Expired::Silent,
+                (IDLE, elapsed) if elapsed > idle => return Expired::Idle,
                 _ => {}
             }
         }
@@ -168,9 +222,11 @@ mod tests {
         p.bytes_arrived();
         assert_eq!(waiter.await.unwrap(), Expired::Head);
 
-        // A new connection that never sends a request is closed after the head limit.
+        // A new connection that never sends a request is closed (gracefully) after the head limit.
         let p = Phase::new();
-        assert_eq!(p.watchdog(head, idle).await, Expired::Head);
+        assert!(p.is_fresh());
+        assert_eq!(p.watchdog(head, idle).await, Expired::Silent);
+        assert!(p.is_fresh(), "nothing arrived");
         let p = Phase::new();
         p.request_started();
         p.request_finished();

@@ -16,9 +16,22 @@ use crate::tls::ReloadStats;
 pub const DURATION_BUCKETS: [f64; 16] =
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
-/// Distinct `resource` label values kept before further ones are counted as `other`
-/// (the label comes from the request, so its cardinality is bounded here).
-const MAX_RESOURCE_LABELS: usize = 200;
+/// The `resource` label values: the resources the shipped webhook configurations send
+/// (manifests/base/webhooks). Anything else is counted as `other`, so a request cannot add
+/// label values.
+pub const RESOURCE_LABELS: [&str; 6] = [
+    "pods",
+    "pods/eviction",
+    "nodes",
+    "volumes.longhorn.io",
+    "settings.longhorn.io",
+    "storageclasses.storage.k8s.io",
+];
+
+/// `resource` if longhorn-guard handles it, else `other`.
+pub fn resource_label(resource: &str) -> &'static str {
+    RESOURCE_LABELS.iter().find(|r| **r == resource).copied().unwrap_or("other")
+}
 
 #[derive(Debug, Default)]
 struct Histogram {
@@ -40,6 +53,59 @@ pub struct Metrics {
     in_flight: AtomicI64,
     /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
     tls_handshake_errors: AtomicU64,
+    /// Server-side connection and failure counters (`ServerCounters::render`).
+    pub server: std::sync::Arc<ServerCounters>,
+}
+
+/// Connection and failure counters of the server itself.
+#[derive(Debug, Default)]
+pub struct ServerCounters {
+    /// Requests whose decision panicked (answered 500).
+    pub panics: AtomicU64,
+    /// Connections open now.
+    pub connections_open: AtomicI64,
+    /// Idle connections closed to make room at `--max-connections`.
+    pub connections_evicted: AtomicU64,
+    /// Failed `accept` calls (e.g. out of file descriptors).
+    pub accept_errors: AtomicU64,
+}
+
+impl ServerCounters {
+    fn render(&self, out: &mut String) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        header(
+            out,
+            "longhorn_guard_panics_total",
+            "counter",
+            "Requests whose decision panicked; each was answered 500 and the server kept serving.",
+        );
+        let _ = writeln!(out, "longhorn_guard_panics_total {}", get(&self.panics));
+        header(
+            out,
+            "longhorn_guard_connections_open",
+            "gauge",
+            "Client connections open now (at most --max-connections).",
+        );
+        let _ = writeln!(
+            out,
+            "longhorn_guard_connections_open {}",
+            self.connections_open.load(Ordering::Relaxed)
+        );
+        header(
+            out,
+            "longhorn_guard_connections_evicted_total",
+            "counter",
+            "Idle connections closed to make room at --max-connections.",
+        );
+        let _ = writeln!(out, "longhorn_guard_connections_evicted_total {}", get(&self.connections_evicted));
+        header(
+            out,
+            "longhorn_guard_accept_errors_total",
+            "counter",
+            "Failed accept calls (e.g. out of file descriptors).",
+        );
+        let _ = writeln!(out, "longhorn_guard_accept_errors_total {}", get(&self.accept_errors));
+    }
 }
 
 /// Decrements the in-flight gauge when dropped.
@@ -69,9 +135,7 @@ impl Metrics {
     ) {
         {
             let mut map = lock(&self.requests);
-            let known = map.keys().filter(|k| k.1 == resource).take(1).count() > 0;
-            let resource =
-                if known || resource_labels(&map) < MAX_RESOURCE_LABELS { resource } else { "other" };
+            let resource = resource_label(resource);
             *map.entry((webhook.into(), resource.into(), operation.into(), decision.into())).or_default() +=
                 1;
         }
@@ -190,6 +254,7 @@ impl Metrics {
             self.tls_handshake_errors.load(Ordering::Relaxed)
         );
 
+        self.server.render(&mut out);
         render_view_gauges(&mut out, view, policy, now);
         out
     }
@@ -261,13 +326,6 @@ fn esc(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn resource_labels(map: &BTreeMap<(String, String, String, String), u64>) -> usize {
-    let mut seen: Vec<&str> = map.keys().map(|k| k.1.as_str()).collect();
-    seen.sort_unstable();
-    seen.dedup();
-    seen.len()
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -302,6 +360,27 @@ mod tests {
         assert!(text.contains("longhorn_guard_http_errors_total{code=\"400\"} 1"));
         assert!(text.contains("longhorn_guard_cluster_view_synced 1"));
         assert!(text.contains("longhorn_guard_cluster_view_age_seconds 0"));
+    }
+
+    #[test]
+    fn resource_label_takes_only_handled_resources() {
+        let m = Metrics::default();
+        for r in RESOURCE_LABELS {
+            assert_eq!(resource_label(r), r);
+        }
+        for junk in ["pods/exec", "secrets", "x\"y", &"v".repeat(1 << 20)] {
+            assert_eq!(resource_label(junk), "other");
+            m.admission("validate", junk, "CREATE", "allow", Duration::ZERO);
+        }
+        m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::ZERO);
+        let view = ClusterView::from_objects(Source::Snapshot("x".into()), [], SystemTime::now());
+        let text = m.render(&view, &Policy::default(), &ReloadStats::default(), SystemTime::now());
+        let values: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("longhorn_guard_admission_requests_total{"))
+            .filter_map(|l| l.split("resource=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(values, ["other", "pods/eviction"].into_iter().collect());
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! The HTTPS admission server.
 //!
 //! axum routes ([`routes`]) served by hyper's HTTP/1.1 connection driver over a hand-written
-//! tokio-rustls accept loop: bind first, then `select!` between shutdown and accept, one task
-//! per connection, TLS 1.2/1.3 only with ALPN `http/1.1`. There is no plaintext port.
-//! Graceful shutdown stops accepting, lets in-flight requests finish, closes kept-alive
-//! connections and waits at most the shutdown grace period.
+//! tokio-rustls accept loop ([`listener`]): one task per connection, at most
+//! `--max-connections` of them ([`cap`]), TLS 1.2/1.3 only with ALPN `http/1.1`. There is no
+//! plaintext port. Shutdown turns `/readyz` 503 at once, keeps serving for the shutdown delay
+//! (answering `Connection: close`), then stops accepting, lets in-flight requests finish and
+//! waits at most the shutdown grace period.
 //!
 //! [`Server::bind`] is the library entry point (tests start the real server on port 0 with
 //! it); [`run`] is the `longhorn-guard serve` edge: configuration, signals, exit status.
 
+pub mod cap;
 pub mod conn;
+mod listener;
 pub mod metrics;
 pub mod routes;
 
@@ -20,11 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower::ServiceExt as _;
 
 use crate::admit::Admitter;
 use crate::cluster::{snapshot, ClusterView, SharedView, Source};
@@ -71,10 +71,25 @@ pub struct ServeArgs {
     /// 10s webhook timeout. A shorter `?timeout=` from the API server wins, minus a margin.
     #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_REQUEST_TIMEOUT")]
     pub request_timeout: Duration,
-    /// How long shutdown waits for in-flight requests before closing connections. Default 25s:
-    /// inside Kubernetes' default 30s terminationGracePeriodSeconds.
-    #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
+    /// After SIGTERM, how long the server keeps accepting and answering (with `Connection:
+    /// close`) while `/readyz` is 503. Default 15s: time for the kubelet's readiness probe to
+    /// fail (up to 10s with the shipped probe) and the endpoint removal to reach every API
+    /// server (docs/server.md, "Shutdown").
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Duration,
+    /// After the shutdown delay, how long in-flight requests have to finish before the
+    /// remaining connections are cut. Default 10s: above the 8s request deadline.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
     pub shutdown_grace: Duration,
+    /// Most connections open at once. At the cap the longest-waiting idle connection is closed
+    /// to make room; when all are busy, new connections wait. Default 512 (about 12 MiB of
+    /// idle TLS connections, and inside a 1024 descriptor limit).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONNECTIONS")]
+    pub max_connections: u32,
+    /// CA certificates (PEM). When set, only clients presenting a certificate signed by one of
+    /// them are served (the API server presents one through its admission kubeconfig).
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
     /// How often the certificate files are re-read to pick up a rotation. Default 2s: cheap
     /// (two small reads) and well inside any certificate's overlap window.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_TLS_RELOAD_INTERVAL")]
@@ -86,15 +101,19 @@ pub struct ServeArgs {
     pub check_interval: Duration,
 }
 
-/// Limits and timings of the server.
+/// Limits and timings of the server, and who may connect.
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub max_body_bytes: u64,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub request_timeout: Duration,
+    pub shutdown_delay: Duration,
     pub shutdown_grace: Duration,
     pub tls_reload_interval: Duration,
+    pub max_connections: u32,
+    /// Serve only clients with a certificate from this CA file (`--client-ca`).
+    pub client_ca: Option<PathBuf>,
 }
 
 impl Default for Limits {
@@ -104,8 +123,11 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(120),
             request_timeout: Duration::from_secs(8),
-            shutdown_grace: Duration::from_secs(25),
+            shutdown_delay: Duration::from_secs(15),
+            shutdown_grace: Duration::from_secs(10),
             tls_reload_interval: Duration::from_secs(2),
+            max_connections: 512,
+            client_ca: None,
         }
     }
 }
@@ -138,7 +160,9 @@ pub(crate) struct AppState {
     pub(crate) metrics: Metrics,
     pub(crate) limits: Limits,
     /// Set when shutdown starts: `/readyz` answers 503 from then on.
-    pub(crate) shutting_down: AtomicBool,
+    pub(crate) shutting_down: Arc<AtomicBool>,
+    /// Cleared just before the listener closes.
+    pub(crate) accepting: Arc<AtomicBool>,
     pub(crate) tls: Arc<ReloadingCert>,
 }
 
@@ -149,6 +173,8 @@ pub struct Server;
 pub struct ServerHandle {
     addr: SocketAddr,
     shutdown: watch::Sender<bool>,
+    shutting_down: Arc<AtomicBool>,
+    accepting: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<bool>,
 }
 
@@ -158,9 +184,16 @@ impl ServerHandle {
         self.addr
     }
 
-    /// Starts a graceful shutdown, exactly as SIGTERM does in `serve`.
+    /// Starts a graceful shutdown (delay, then grace), exactly as SIGTERM does in `serve`.
     pub fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
         let _ = self.shutdown.send(true);
+    }
+
+    /// False once the listener is closing (after the shutdown delay): from then on new
+    /// connections are refused.
+    pub fn is_accepting(&self) -> bool {
+        self.accepting.load(Ordering::Relaxed)
     }
 
     /// Waits until the server stopped. True when every connection finished within the grace
@@ -174,7 +207,8 @@ impl Server {
     /// Loads the certificate, binds `config.listen` and starts serving in the background.
     pub async fn bind(config: ServerConfig) -> Result<(SocketAddr, ServerHandle), ServeError> {
         let cert = Arc::new(ReloadingCert::load(config.tls.clone(), crate::tls::provider())?);
-        let tls_config = Arc::new(crate::tls::server_config(cert.clone())?);
+        let tls_config =
+            Arc::new(crate::tls::server_config_with(cert.clone(), config.limits.client_ca.as_deref())?);
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
@@ -184,120 +218,24 @@ impl Server {
             admitter: config.admitter,
             metrics: Metrics::default(),
             limits: config.limits.clone(),
-            shutting_down: AtomicBool::new(false),
+            shutting_down: Arc::new(AtomicBool::new(false)),
+            accepting: Arc::new(AtomicBool::new(true)),
             tls: cert.clone(),
         });
+        let (shutting_down, accepting) = (state.shutting_down.clone(), state.accepting.clone());
         let (tx, rx) = watch::channel(false);
         let mut reload_rx = rx.clone();
         tokio::spawn(
             cert.watch(config.limits.tls_reload_interval, async move { stopped(&mut reload_rx).await }),
         );
-        let task = tokio::spawn(serve(listener, tls_config, state, rx));
-        Ok((addr, ServerHandle { addr, shutdown: tx, task }))
+        let task = tokio::spawn(listener::serve(listener, tls_config, state, rx));
+        Ok((addr, ServerHandle { addr, shutdown: tx, shutting_down, accepting, task }))
     }
 }
 
 /// Resolves once shutdown was requested (or the handle is gone).
 async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|stop| *stop).await.map(|_| ());
-}
-
-async fn serve(
-    listener: TcpListener,
-    tls_config: Arc<rustls::ServerConfig>,
-    state: Arc<AppState>,
-    mut shutdown: watch::Receiver<bool>,
-) -> bool {
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
-    let router = routes::router(state.clone());
-    let graceful = GracefulShutdown::new();
-    let limits = state.limits.clone();
-    let mut connections = tokio::task::JoinSet::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = stopped(&mut shutdown) => break,
-            // Reap finished connection tasks.
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off briefly, keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let watcher = graceful.watcher();
-        let state = state.clone();
-        let limits = limits.clone();
-        connections.spawn(async move {
-            let tls = match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    state.metrics.tls_handshake_error();
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    state.metrics.tls_handshake_error();
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            // hyper's own header timer also runs while a kept-alive connection is idle, so
-            // both limits are kept by `conn::Phase` instead (see there).
-            let phase = conn::Phase::new();
-            let service = {
-                let phase = phase.clone();
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    phase.request_started();
-                    let (router, phase) = (router.clone(), phase.clone());
-                    async move {
-                        let resp = router.oneshot(req.map(axum::body::Body::new)).await;
-                        phase.request_finished();
-                        resp
-                    }
-                })
-            };
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
-            let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
-            let connection = watcher.watch(builder.serve_connection(io, service));
-            tokio::select! {
-                result = connection => {
-                    if let Err(e) = result {
-                        tracing::debug!(%peer, error = %e, "connection ended with an error");
-                    }
-                }
-                why = phase.watchdog(limits.header_read_timeout, limits.idle_timeout) => {
-                    tracing::debug!(%peer, reason = ?why, "closing connection");
-                }
-            }
-        });
-    }
-    drop(listener);
-    state.shutting_down.store(true, Ordering::Relaxed);
-    let open = graceful.count();
-    tracing::info!(connections = open, grace = ?limits.shutdown_grace, "shutting down: no new connections; finishing in-flight requests");
-    match tokio::time::timeout(limits.shutdown_grace, graceful.shutdown()).await {
-        Ok(()) => {
-            tracing::info!("all connections closed");
-            true
-        }
-        Err(_) => {
-            tracing::warn!(
-                grace = ?limits.shutdown_grace,
-                connections = connections.len(),
-                "shutdown grace period over; closing the remaining connections"
-            );
-            connections.abort_all();
-            false
-        }
-    }
 }
 
 /// The `serve` edge. Exit status: 0 after a signal-triggered shutdown, 1 when the server
@@ -384,8 +322,11 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         header_read_timeout: args.header_read_timeout,
         idle_timeout: args.idle_timeout,
         request_timeout: args.request_timeout,
+        shutdown_delay: args.shutdown_delay,
         shutdown_grace: args.shutdown_grace,
         tls_reload_interval: args.tls_reload_interval,
+        max_connections: args.max_connections,
+        client_ca: args.client_ca.clone(),
     };
     let (addr, handle) =
         Server::bind(ServerConfig { listen, tls, admitter, limits }).await.map_err(|e| e.to_string())?;

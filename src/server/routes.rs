@@ -10,10 +10,12 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use futures::FutureExt as _;
 use http_body_util::BodyExt as _;
 
 use super::AppState;
 use crate::admit::WebhookKind;
+use crate::clip::{clip_to, MAX_TEXT};
 
 /// The most a body past the limit is read (and discarded) so the client still sees the 413
 /// before the connection closes; a client sending more is cut off.
@@ -72,9 +74,25 @@ async fn webhook(
             }
         };
         let remaining = deadline.saturating_sub(started.elapsed());
-        match app.admitter.admit(kind, &bytes, remaining).await {
-            Ok(admitted) => Ok(admitted),
-            Err(e) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+        let decide = async {
+            #[cfg(test)]
+            tests::panic_hook(&bytes);
+            app.admitter.admit(kind, &bytes, remaining).await
+        };
+        // A panic while deciding answers this request 500 (the API server then applies the
+        // webhook's failurePolicy); the connection and the server carry on.
+        match std::panic::AssertUnwindSafe(decide).catch_unwind().await {
+            Ok(Ok(admitted)) => Ok(admitted),
+            Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
+            Err(panic) => {
+                app.metrics.server.panics.fetch_add(1, Ordering::Relaxed);
+                let what = panic_message(panic.as_ref());
+                tracing::error!(webhook = kind.as_str(), panic = %clip_to(&what, MAX_TEXT), "decision panicked; answering 500");
+                Err((
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error while deciding (logged as \"decision panicked\"); the API server applies the webhook's failurePolicy".to_string(),
+                ))
+            }
         }
     };
     let result = match tokio::time::timeout(deadline, work).await {
@@ -89,7 +107,7 @@ async fn webhook(
             let req = &admitted.request;
             app.metrics.admission(
                 kind.as_str(),
-                &req.resource_label(),
+                super::metrics::resource_label(&req.resource_label()),
                 req.operation.as_str(),
                 admitted.decision.outcome(),
                 started.elapsed(),
@@ -100,8 +118,10 @@ async fn webhook(
         Err((code, reason)) => {
             app.metrics.observe(kind.as_str(), started.elapsed());
             app.metrics.http_error(code.as_u16());
-            tracing::warn!(webhook = kind.as_str(), code = code.as_u16(), reason = %reason, "bad admission request");
-            let mut resp = text(code, &reason);
+            if code != StatusCode::INTERNAL_SERVER_ERROR {
+                tracing::warn!(webhook = kind.as_str(), code = code.as_u16(), reason = %clip_to(&reason, MAX_TEXT), "bad admission request");
+            }
+            let mut resp = text(code, &clip_to(&reason, MAX_TEXT));
             if code == StatusCode::PAYLOAD_TOO_LARGE {
                 resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
@@ -217,6 +237,17 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
+/// The text of a panic payload (`panic!` with a literal or a formatted message).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-text panic payload".to_string()
+    }
+}
+
 fn text(code: StatusCode, msg: &str) -> Response {
     let mut body = msg.replace(['\n', '\r'], " ");
     body.push('\n');
@@ -227,6 +258,73 @@ fn text(code: StatusCode, msg: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+    use tower::ServiceExt as _;
+
+    /// A request with this uid panics inside the guarded decision (test builds only).
+    const PANIC_UID: &str = "panic-in-decision";
+
+    pub(super) fn panic_hook(body: &[u8]) {
+        if body.windows(PANIC_UID.len()).any(|w| w == PANIC_UID.as_bytes()) {
+            panic!("test hook: deciding {PANIC_UID}");
+        }
+    }
+
+    fn app() -> (Arc<AppState>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
+        let files = crate::tls::TlsFiles::in_dir(dir.path());
+        let tls = Arc::new(crate::tls::ReloadingCert::load(files, crate::tls::provider()).unwrap());
+        let snapshot =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
+        let view =
+            crate::cluster::SharedView::new(crate::cluster::snapshot::load(Path::new(snapshot)).unwrap());
+        let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
+        let app = AppState {
+            admitter,
+            metrics: Default::default(),
+            limits: Default::default(),
+            shutting_down: Default::default(),
+            accepting: Default::default(),
+            tls,
+        };
+        (Arc::new(app), dir)
+    }
+
+    async fn call(router: &Router, method: &str, path: &str, body: Vec<u8>) -> (StatusCode, String) {
+        let req = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let resp = router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_panic_while_deciding_is_a_counted_500_for_that_request_only() {
+        let (app, _certs) = app();
+        let router = router(app);
+        let fixture = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/admission/eviction-create.json"
+        ))
+        .unwrap();
+        let mut review: serde_json::Value = serde_json::from_slice(&fixture).unwrap();
+        review["request"]["uid"] = PANIC_UID.into();
+        let (status, body) = call(&router, "POST", "/validate", serde_json::to_vec(&review).unwrap()).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert!(body.contains("failurePolicy"), "{body}");
+        // The next request is decided as usual.
+        let (status, body) = call(&router, "POST", "/validate", fixture).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (_, metrics) = call(&router, "GET", "/metrics", vec![]).await;
+        assert!(metrics.contains("\nlonghorn_guard_panics_total 1\n"), "{metrics}");
+        assert!(metrics.contains("longhorn_guard_http_errors_total{code=\"500\"} 1"), "{metrics}");
+    }
 
     #[test]
     fn go_durations() {

@@ -15,6 +15,7 @@ use longhorn_guard::cluster::{snapshot, SharedView};
 use longhorn_guard::policy::Policy;
 use longhorn_guard::server::{Limits, Server, ServerConfig, ServerHandle};
 use longhorn_guard::tls::TlsFiles;
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -81,7 +82,7 @@ impl TestServer {
 pub fn client_config(ca_pem: &Path) -> Arc<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     let pem = std::fs::read(ca_pem).unwrap();
-    for cert in rustls_pemfile::certs(&mut &pem[..]) {
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         roots.add(cert.unwrap()).unwrap();
     }
     let mut cfg =
@@ -117,8 +118,7 @@ pub async fn served_cert(addr: SocketAddr, cfg: &Arc<rustls::ClientConfig>) -> C
 /// The DER of the first certificate in a PEM file.
 pub fn pem_cert(path: &Path) -> CertificateDer<'static> {
     let pem = std::fs::read(path).unwrap();
-    let der = rustls_pemfile::certs(&mut &pem[..]).next().unwrap().unwrap();
-    der
+    CertificateDer::from_pem_slice(&pem).unwrap()
 }
 
 /// An HTTP response: status, content type, body.
@@ -170,6 +170,9 @@ pub async fn send(
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body)))
         .unwrap();
+    // A kept-alive connection takes a moment to be ready for the next request after a
+    // response; sending before that fails with "operation was canceled".
+    sender.ready().await.map_err(|e| format!("connection closed: {e}"))?;
     let resp = tokio::time::timeout(Duration::from_secs(30), sender.send_request(req))
         .await
         .map_err(|_| "timed out".to_string())?
@@ -204,7 +207,11 @@ pub fn uid_of(body: &[u8]) -> String {
     v["request"]["uid"].as_str().unwrap().to_string()
 }
 
-/// Limits with a fast certificate poll for tests.
+/// Limits with a fast certificate poll and no shutdown delay, for tests.
 pub fn test_limits() -> Limits {
-    Limits { tls_reload_interval: Duration::from_millis(100), ..Limits::default() }
+    Limits {
+        tls_reload_interval: Duration::from_millis(100),
+        shutdown_delay: Duration::ZERO,
+        ..Limits::default()
+    }
 }

@@ -1,0 +1,283 @@
+//! The accept loop and one task per connection, through the shutdown stages.
+//!
+//! Shutdown runs in three stages ([`Stage`]): `Serving`; `Draining` for `--shutdown-delay`
+//! (`/readyz` is 503, the listener still accepts and every response carries
+//! `Connection: close`, so clients re-dial a ready replica); `Closing` (the listener is
+//! closed, each connection finishes the request it has, or its first one if it has none yet,
+//! and closes; idle kept-alive connections close at once). Whatever is still open after
+//! `--shutdown-grace` is cut.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tower::ServiceExt as _;
+
+use super::cap::{Cap, Slot};
+use super::conn::{self, Expired};
+use super::AppState;
+
+/// Where the server is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    Serving,
+    /// Shutdown requested: still accepting, every response says `Connection: close`.
+    Draining,
+    /// No longer accepting; connections finish their request and close.
+    Closing,
+}
+
+/// Accepts until the `Closing` stage, then waits up to the grace period for connections.
+/// True when every connection finished in time.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    tls_config: Arc<rustls::ServerConfig>,
+    state: Arc<AppState>,
+    shutdown: watch::Receiver<bool>,
+) -> bool {
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
+    let router = super::routes::router(state.clone());
+    let limits = state.limits.clone();
+    let cap = Cap::new(limits.max_connections as usize, state.metrics.server.clone());
+    let (stage_tx, mut stage) = watch::channel(Stage::Serving);
+    let stages = tokio::spawn(run_stages(shutdown, stage_tx, state.clone()));
+    let mut errors = AcceptErrors::default();
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = stage.wait_for(|s| *s == Stage::Closing) => break,
+            // Reap finished connection tasks.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                state.metrics.server.accept_errors.fetch_add(1, Ordering::Relaxed);
+                errors.record(&e);
+                if is_out_of_descriptors(&e) {
+                    cap.evict_one();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // At the cap: close the longest-waiting idle connection, or wait for one to end.
+        let slot = tokio::select! {
+            slot = cap.admit() => slot,
+            _ = stage.wait_for(|s| *s == Stage::Closing) => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        connections.spawn(connection(
+            tcp,
+            peer,
+            slot,
+            acceptor.clone(),
+            router.clone(),
+            state.clone(),
+            stage.clone(),
+        ));
+    }
+    state.accepting.store(false, Ordering::Relaxed);
+    drop(listener);
+    let _ = stages.await;
+    tracing::info!(
+        connections = connections.len(),
+        grace = ?limits.shutdown_grace,
+        "no longer accepting; finishing in-flight requests"
+    );
+    let grace = tokio::time::sleep(limits.shutdown_grace);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            next = connections.join_next() => if next.is_none() {
+                tracing::info!("all connections closed");
+                return true;
+            },
+            _ = &mut grace => {
+                tracing::warn!(
+                    grace = ?limits.shutdown_grace,
+                    connections = connections.len(),
+                    "shutdown grace period over; closing the remaining connections"
+                );
+                connections.abort_all();
+                return false;
+            }
+        }
+    }
+}
+
+/// Waits for the shutdown request, then moves through `Draining` (for the delay) to `Closing`.
+async fn run_stages(mut shutdown: watch::Receiver<bool>, stage: watch::Sender<Stage>, state: Arc<AppState>) {
+    super::stopped(&mut shutdown).await;
+    state.shutting_down.store(true, Ordering::Relaxed);
+    stage.send_replace(Stage::Draining);
+    tracing::info!(
+        delay = ?state.limits.shutdown_delay,
+        "shutdown started: /readyz answers 503; still accepting, each response says Connection: close"
+    );
+    tokio::time::sleep(state.limits.shutdown_delay).await;
+    stage.send_replace(Stage::Closing);
+}
+
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    slot: Slot,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: axum::Router,
+    state: Arc<AppState>,
+    mut stage: watch::Receiver<Stage>,
+) {
+    let limits = &state.limits;
+    let phase = slot.phase.clone();
+    let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                state.metrics.tls_handshake_error();
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                state.metrics.tls_handshake_error();
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        },
+        _ = phase.evicted() => {
+            tracing::debug!(%peer, "closing a connection still in its TLS handshake: connection cap reached");
+            return;
+        }
+    };
+    // hyper's own header timer also runs while a kept-alive connection is idle, so both
+    // limits are kept by `conn::Phase` instead (see there).
+    let service = {
+        let (phase, stage) = (phase.clone(), stage.clone());
+        hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            phase.request_started();
+            let (router, phase, stage) = (router.clone(), phase.clone(), stage.clone());
+            async move {
+                let mut resp = router.oneshot(req.map(axum::body::Body::new)).await;
+                if *stage.borrow() != Stage::Serving {
+                    if let Ok(r) = resp.as_mut() {
+                        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+                    }
+                }
+                phase.request_finished();
+                resp
+            }
+        })
+    };
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
+    let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
+    let connection = builder.serve_connection(io, service);
+    tokio::pin!(connection);
+    let (head, idle) = (limits.header_read_timeout, limits.idle_timeout);
+    let mut watchdog = Box::pin(phase.watchdog(head, idle));
+    let mut closing = false;
+    let mut evicted = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            why = &mut watchdog => match why {
+                Expired::Head | Expired::Silent => {
+                    tracing::debug!(%peer, reason = ?why, "closing connection");
+                    return;
+                }
+                Expired::Idle => {
+                    // hyper closes an idle connection at once, and finishes a request it
+                    // already started reading: no request is dropped unanswered.
+                    tracing::debug!(%peer, reason = ?why, "closing idle connection");
+                    connection.as_mut().graceful_shutdown();
+                    watchdog = Box::pin(phase.watchdog(head, idle));
+                }
+            },
+            _ = phase.evicted(), if !evicted => {
+                evicted = true;
+                tracing::debug!(%peer, fresh = phase.is_fresh(), "closing an idle connection: connection cap reached");
+                if phase.is_fresh() {
+                    return;
+                }
+                connection.as_mut().graceful_shutdown();
+            }
+            _ = stage.wait_for(|s| *s == Stage::Closing), if !closing => {
+                closing = true;
+                // hyper's graceful shutdown closes a connection that has not sent a byte
+                // yet, racing the first request a client may be writing. Such a connection
+                // instead gets its first request answered with `Connection: close` (or the
+                // watchdog closes it after the header timeout).
+                if !phase.is_fresh() {
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+/// True for the accept errors that mean the process or system is out of file descriptors.
+fn is_out_of_descriptors(e: &std::io::Error) -> bool {
+    // EMFILE (24) and ENFILE (23) on Linux and the BSDs.
+    matches!(e.raw_os_error(), Some(23 | 24))
+}
+
+/// Accept errors, logged at most once a second with the count since the last line.
+#[derive(Debug, Default)]
+pub(crate) struct AcceptErrors {
+    last_logged: Option<Instant>,
+    unlogged: u64,
+}
+
+impl AcceptErrors {
+    /// Counts `e`; logs when the last line is a second old. True when it logged.
+    pub(crate) fn record(&mut self, e: &std::io::Error) -> bool {
+        self.unlogged += 1;
+        let now = Instant::now();
+        if self.last_logged.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+            return false;
+        }
+        tracing::warn!(
+            error = %e,
+            count = self.unlogged,
+            out_of_descriptors = is_out_of_descriptors(e),
+            "accept failed (count: failures since the last such line)"
+        );
+        self.last_logged = Some(now);
+        self.unlogged = 0;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn accept_errors_log_at_most_once_a_second() {
+        let mut errors = AcceptErrors::default();
+        let emfile = std::io::Error::from_raw_os_error(24);
+        assert!(is_out_of_descriptors(&emfile));
+        let mut logged = 0;
+        for _ in 0..100 {
+            if errors.record(&emfile) {
+                logged += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await; // 100 errors over 2 s
+        }
+        assert!((2..=3).contains(&logged), "{logged} lines for 100 errors in 2 s");
+        assert!(!is_out_of_descriptors(&std::io::Error::from_raw_os_error(104)));
+    }
+}
