@@ -191,6 +191,7 @@ impl Metrics {
         );
 
         render_view_gauges(&mut out, view, policy, now);
+        crate::cluster::stats::global().render(&mut out);
         out
     }
 }

@@ -344,7 +344,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             (Admitter::new(SharedView::new(view), policy, None), None)
         }
         None => {
-            let client = kube::Client::try_default().await.map_err(|e| {
+            let client = crate::cluster::client::try_default().await.map_err(|e| {
                 format!(
                     "no --state given and no Kubernetes API access (in-cluster config or KUBECONFIG): {e}"
                 )
