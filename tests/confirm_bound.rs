@@ -291,3 +291,31 @@ async fn an_api_error_denies_as_could_not_confirm() {
     );
     assert!(!st.message.contains('\n'), "{}", st.message);
 }
+
+/// Not a check: prints how long confirmations take against the stand-in (which answers at
+/// once), for the notes. `cargo test --release --test confirm_bound -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_confirmation_latency() {
+    for volumes in [300, 1_000] {
+        let items =
+            state(&Layout { volumes, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
+        let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+        let client = fake.client();
+        let policy = Policy::default();
+        let mut took = Vec::new();
+        for _ in 0..30 {
+            let started = std::time::Instant::now();
+            let view = confirm::read_node_state(&client, DRAINED).await.unwrap();
+            assert!(!analyze_node(&view, DRAINED, &policy, SystemTime::now()).would_block());
+            took.push(started.elapsed());
+        }
+        took.sort();
+        let requests = fake.seen.requests().len() / 30;
+        println!(
+            "{volumes} volumes on the node: {requests} requests per confirmation, p50 {:?}, p99 {:?} (30 runs)",
+            took[took.len() / 2],
+            took[took.len() * 99 / 100]
+        );
+    }
+}

@@ -29,6 +29,9 @@ pub const MAX_IN_FLIGHT: usize = 4;
 /// default of Envoy-style proxies that may sit in front of it.
 pub const MAX_SELECTOR_BYTES: usize = 48 * 1024;
 
+/// Longest API error text kept in a "could not confirm" reason.
+const MAX_ERROR_CHARS: usize = 300;
+
 /// Why a confirmation read failed. One line each.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfirmError {
@@ -255,7 +258,11 @@ impl Reader<'_> {
         self.client
             .request_text(request)
             .await
-            .map_err(|e| ConfirmError::Api { what: what.to_string(), message: one_line(&e.to_string()) })
+            // The API server may echo the (long) selector back: keep the reason short.
+            .map_err(|e| ConfirmError::Api {
+                what: what.to_string(),
+                message: crate::decision::clip(&one_line(&e.to_string()), MAX_ERROR_CHARS),
+            })
     }
 }
 

@@ -168,14 +168,16 @@ fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
             _ => {}
         }
     }
+    let labels: Vec<(String, std::collections::HashSet<String>)> =
+        labels.into_iter().map(|(k, vals)| (k, vals.into_iter().collect())).collect();
     let selected: Vec<Value> = items
         .iter()
         .filter(|o| o["apiVersion"] == api.as_str() && o["kind"] == kind)
         .filter(|o| namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns))
         .filter(|o| {
-            labels.iter().all(|(k, vals)| {
-                o["metadata"]["labels"][k].as_str().is_some_and(|v| vals.iter().any(|x| x == v))
-            })
+            labels
+                .iter()
+                .all(|(k, vals)| o["metadata"]["labels"][k].as_str().is_some_and(|v| vals.contains(v)))
         })
         .filter(|o| {
             fields.iter().all(|(k, vals)| {
