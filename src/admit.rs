@@ -4,11 +4,12 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 
 use crate::admission::{parse_review, response_review, AdmissionRequest, ReviewError};
+use crate::cluster::stats::{self, ConfirmResult};
 use crate::cluster::{ClusterView, SharedView};
 use crate::decision::Decision;
 use crate::policy::{self, Policy};
@@ -114,25 +115,39 @@ impl Admitter {
         // the 429 "could not confirm" answer, not the caller's own timeout (a 5xx, which the
         // API server would treat as a webhook failure).
         let budget = deadline.saturating_sub((deadline / 10).max(Duration::from_millis(100)));
-        match tokio::time::timeout(budget, confirmer(node.to_string())).await {
+        let started = Instant::now();
+        let failed = |why: &str| (policy::drain::unconfirmed(node, why, &self.policy), ConfirmResult::Failed);
+        let (decision, result) = match tokio::time::timeout(budget, confirmer(node.to_string())).await {
             Ok(Ok(fresh)) => {
                 let mut d = policy::validate(request, &fresh, &self.policy, now);
+                let decided_for = d.details.node.clone();
                 if d.confirm_node.take().is_some() {
-                    d = policy::drain::unconfirmed(
-                        node,
-                        "the confirmation read was itself stale",
-                        &self.policy,
-                    );
+                    failed("the confirmation read was itself stale")
+                } else if decided_for.as_deref().is_some_and(|n| n != node) {
+                    // The fresh view holds only `node`'s state: a decision for another node
+                    // would rest on data that was never read.
+                    failed(&format!(
+                        "the pod's node changed to {} while confirming",
+                        decided_for.unwrap_or_default()
+                    ))
+                } else if d.allowed {
+                    (d, ConfirmResult::Allowed)
+                } else {
+                    (d, ConfirmResult::Denied)
                 }
-                d
             }
-            Ok(Err(e)) => policy::drain::unconfirmed(node, &e, &self.policy),
-            Err(_) => policy::drain::unconfirmed(
-                node,
-                &format!("the API server did not answer within {}ms", budget.as_millis()),
-                &self.policy,
-            ),
-        }
+            Ok(Err(e)) => failed(&e),
+            Err(_) => failed(&format!("the API server did not answer within {}ms", budget.as_millis())),
+        };
+        let took = started.elapsed();
+        stats::global().confirmation(result, took);
+        tracing::debug!(
+            node,
+            result = result.as_str(),
+            took_ms = took.as_millis() as u64,
+            "confirmation finished"
+        );
+        decision
     }
 }
 

@@ -80,7 +80,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
 }
 
 async fn live_view(node: &str) -> Result<ClusterView, String> {
-    let client = kube::Client::try_default()
+    let client = crate::cluster::client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
     confirm::read_node_state(&client, node).await.map_err(|e| format!("cluster: {e}"))

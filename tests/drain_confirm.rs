@@ -47,10 +47,14 @@ fn decode(s: &str) -> String {
 }
 
 fn matches(o: &Value, labels: &str, fields: &str) -> bool {
-    let label_ok = labels.split(',').filter(|s| !s.is_empty()).all(|kv| {
-        let (k, v) = kv.split_once('=').unwrap();
-        o["metadata"]["labels"][k] == v
-    });
+    // `k=v`, or one set-based `k in (a,b,...)` requirement.
+    let label_ok = match labels.split_once(" in (") {
+        Some((k, set)) => set.trim_end_matches(')').split(',').any(|v| o["metadata"]["labels"][k] == v),
+        None => labels.split(',').filter(|s| !s.is_empty()).all(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            o["metadata"]["labels"][k] == v
+        }),
+    };
     let field_ok = fields.split(',').filter(|s| !s.is_empty()).all(|kv| {
         let (k, v) = kv.split_once('=').unwrap();
         assert_eq!(k, "metadata.name", "unexpected field selector {kv}");
@@ -149,7 +153,7 @@ async fn confirmation_reads_are_consistent_lists_and_build_the_same_picture() {
         "quorum reads carry no resourceVersion: {seen:?}"
     );
     assert!(seen.iter().any(|q| q.contains("labelSelector=longhornnode%3Dnode-3")), "{seen:?}");
-    assert!(seen.iter().any(|q| q.contains("labelSelector=longhornvolume%3Dvol-healthy")), "{seen:?}");
+    assert!(seen.iter().any(|q| q.contains("labelSelector=longhornvolume+in+(vol-healthy)")), "{seen:?}");
 }
 
 #[tokio::test]

@@ -4,9 +4,12 @@
 //! ([`watch`]); the policy code only asks it questions. Every question is answered from a
 //! map or a secondary index, never by scanning all objects of a kind.
 
+pub mod client;
 pub mod confirm;
 pub mod objects;
+pub mod readset;
 pub mod snapshot;
+pub mod stats;
 pub mod watch;
 
 use std::collections::{BTreeSet, HashMap};

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::{ClusterView, Object, ObjectKind, Source};
+use super::{ClusterView, Object, Source};
 
 /// Why a snapshot could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +97,7 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     if api_version.is_empty() || kind_name.is_empty() {
         return Err(format!("{name}: missing apiVersion or kind"));
     }
-    let Some(kind) = ObjectKind::from_type(&api_version, &kind_name) else {
+    let Some(kind) = super::readset::kind_of(&api_version, &kind_name) else {
         if api_version == super::LONGHORN_API_VERSION && CHECK_ONLY_KINDS.contains(&kind_name.as_str()) {
             // Read by `check cluster`; a snapshot may hold 100,000 of them.
             return Ok(None);
@@ -121,6 +121,7 @@ fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::ObjectKind;
 
     #[test]
     fn list_and_multi_document_yaml_give_the_same_objects() {

@@ -17,7 +17,7 @@ use kube::core::GroupVersionKind;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
 
-use super::{Object, ObjectKind, SharedView, LONGHORN_NAMESPACE};
+use super::{Object, ObjectKind, SharedView};
 
 /// One watched kind: what to ask the API server for and where.
 #[derive(Clone, Debug)]
@@ -28,27 +28,19 @@ pub struct Target {
     pub namespace: Option<&'static str>,
 }
 
-/// Every kind the view holds.
+/// Every kind the view holds, as the read-set declares it.
 pub fn targets() -> Vec<Target> {
-    let core = |kind: ObjectKind, group: &str, version: &str, k: &str, plural: &str, ns| Target {
-        kind,
-        resource: ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, k), plural),
-        namespace: ns,
-    };
-    let lh = |kind, k: &str, plural: &str| {
-        core(kind, "longhorn.io", "v1beta2", k, plural, Some(LONGHORN_NAMESPACE))
-    };
-    vec![
-        core(ObjectKind::Node, "", "v1", "Node", "nodes", None),
-        core(ObjectKind::Pod, "", "v1", "Pod", "pods", Some(LONGHORN_NAMESPACE)),
-        core(ObjectKind::StorageClass, "storage.k8s.io", "v1", "StorageClass", "storageclasses", None),
-        lh(ObjectKind::Volume, "Volume", "volumes"),
-        lh(ObjectKind::Replica, "Replica", "replicas"),
-        lh(ObjectKind::Engine, "Engine", "engines"),
-        lh(ObjectKind::LonghornNode, "Node", "nodes"),
-        lh(ObjectKind::Setting, "Setting", "settings"),
-        lh(ObjectKind::InstanceManager, "InstanceManager", "instancemanagers"),
-    ]
+    super::readset::RESOURCES
+        .iter()
+        .map(|r| Target {
+            kind: r.kind,
+            resource: ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(r.group, r.version, r.type_name),
+                r.plural,
+            ),
+            namespace: r.namespace,
+        })
+        .collect()
 }
 
 /// Runs every watch until the task is dropped, applying events to `view`.

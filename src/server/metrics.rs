@@ -256,6 +256,7 @@ impl Metrics {
 
         self.server.render(&mut out);
         render_view_gauges(&mut out, view, policy, now);
+        crate::cluster::stats::global().render(&mut out);
         out
     }
 }

@@ -295,7 +295,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             (admitter, None)
         }
         None => {
-            let client = kube::Client::try_default().await.map_err(|e| {
+            let client = crate::cluster::client::try_default().await.map_err(|e| {
                 format!(
                     "no --state given and no Kubernetes API access (in-cluster config or KUBECONFIG): {e}"
                 )

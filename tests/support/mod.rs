@@ -2,6 +2,8 @@
 //! and a TLS client that trusts only the generated CA.
 #![allow(dead_code)]
 
+pub mod apiserver;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -18,8 +18,7 @@ use super::instances::{node_instances, InstanceKind, UnmappedInstance};
 /// empty value does not count.
 pub const ALLOW_DRAIN_ANNOTATION: &str = "longhorn-guard.io/allow-drain";
 
-/// The Longhorn setting naming the storage network (`<ns>/<nad>` or empty).
-const STORAGE_NETWORK_SETTING: &str = "storage-network";
+use crate::cluster::readset::{DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING, STORAGE_NETWORK_SETTING};
 
 /// What draining the node means for one volume.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -355,7 +354,7 @@ fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a Ins
     if candidates.len() <= 1 {
         return candidates.first().copied();
     }
-    if let Some(image) = view.setting("default-instance-manager-image").filter(|i| !i.is_empty()) {
+    if let Some(image) = view.setting(DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING).filter(|i| !i.is_empty()) {
         if let Some(im) = candidates.iter().find(|im| im.spec.image == image) {
             return Some(im);
         }

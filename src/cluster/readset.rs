@@ -1,0 +1,192 @@
+//! The read-set: the one declaration of what the cluster view holds and what a drain decision
+//! reads (kinds, their API resources, how a confirmation reads each, and Settings by name).
+//!
+//! The watches ([`super::watch::targets`]), the confirmation reads ([`super::confirm`]) and the
+//! snapshot loader ([`super::snapshot`]) all take their kinds from [`RESOURCES`]; the drain
+//! analysis reads only the Settings in [`DRAIN_SETTINGS`], which is exactly what a confirmation
+//! reads, so a confirmed decision and a cached one see the same state.
+
+use super::{ObjectKind, LONGHORN_NAMESPACE};
+
+/// Longhorn setting naming the storage network (`<ns>/<nad>` or empty).
+pub const STORAGE_NETWORK_SETTING: &str = "storage-network";
+/// Longhorn setting naming the current instance-manager image (picks the instance manager of
+/// a replica while an upgrade runs old and new side by side).
+pub const DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING: &str = "default-instance-manager-image";
+/// Every Setting a drain decision reads; a confirmation reads exactly these.
+pub const DRAIN_SETTINGS: [&str; 2] = [STORAGE_NETWORK_SETTING, DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING];
+
+/// Label selector of instance-manager pods (`longhorn.io/component=instance-manager`).
+pub const INSTANCE_MANAGER_POD_SELECTOR: &str = "longhorn.io/component=instance-manager";
+
+/// How a confirmation for node N reads one kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmRead {
+    /// The whole kind in one LIST, narrowed by this fixed label selector if any (small kinds:
+    /// a few objects per node).
+    Whole(Option<&'static str>),
+    /// Objects labelled `longhornnode=N` (to find N's volumes), then, with the volume kinds,
+    /// every object of those volumes.
+    NodeAndVolumes,
+    /// Objects of N's volumes (`longhornvolume in (...)`).
+    Volumes,
+    /// Not read: drain decisions do not look at this kind.
+    Skip,
+}
+
+/// One kind the view holds: its API resource, where it lives, how a confirmation reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct Resource {
+    pub kind: ObjectKind,
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    pub version: &'static str,
+    /// The `kind` field of its objects.
+    pub type_name: &'static str,
+    pub plural: &'static str,
+    /// `None` for cluster-scoped kinds, else the namespace watched and read.
+    pub namespace: Option<&'static str>,
+    pub confirm: ConfirmRead,
+}
+
+impl Resource {
+    /// `apiVersion` of its objects (`v1`, `storage.k8s.io/v1`, `longhorn.io/v1beta2`).
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The collection path a LIST or WATCH goes to, e.g.
+    /// `/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas`.
+    pub fn list_path(&self) -> String {
+        let root = if self.group.is_empty() { "/api".to_string() } else { format!("/apis/{}", self.group) };
+        match self.namespace {
+            Some(ns) => format!("{root}/{}/namespaces/{ns}/{}", self.version, self.plural),
+            None => format!("{root}/{}/{}", self.version, self.plural),
+        }
+    }
+
+    /// True when a drain decision reads this kind (a confirmation reads it).
+    pub fn drain_reads(&self) -> bool {
+        self.confirm != ConfirmRead::Skip
+    }
+}
+
+const fn lh(
+    kind: ObjectKind,
+    type_name: &'static str,
+    plural: &'static str,
+    confirm: ConfirmRead,
+) -> Resource {
+    Resource {
+        kind,
+        group: "longhorn.io",
+        version: "v1beta2",
+        type_name,
+        plural,
+        namespace: Some(LONGHORN_NAMESPACE),
+        confirm,
+    }
+}
+
+/// Every kind the view holds, in [`ObjectKind::ALL`] order.
+pub const RESOURCES: [Resource; 9] = [
+    Resource {
+        kind: ObjectKind::Node,
+        group: "",
+        version: "v1",
+        type_name: "Node",
+        plural: "nodes",
+        namespace: None,
+        confirm: ConfirmRead::Whole(None),
+    },
+    Resource {
+        kind: ObjectKind::Pod,
+        group: "",
+        version: "v1",
+        type_name: "Pod",
+        plural: "pods",
+        namespace: Some(LONGHORN_NAMESPACE),
+        confirm: ConfirmRead::Whole(Some(INSTANCE_MANAGER_POD_SELECTOR)),
+    },
+    Resource {
+        kind: ObjectKind::StorageClass,
+        group: "storage.k8s.io",
+        version: "v1",
+        type_name: "StorageClass",
+        plural: "storageclasses",
+        namespace: None,
+        confirm: ConfirmRead::Skip,
+    },
+    lh(ObjectKind::Volume, "Volume", "volumes", ConfirmRead::Volumes),
+    lh(ObjectKind::Replica, "Replica", "replicas", ConfirmRead::NodeAndVolumes),
+    lh(ObjectKind::Engine, "Engine", "engines", ConfirmRead::NodeAndVolumes),
+    lh(ObjectKind::LonghornNode, "Node", "nodes", ConfirmRead::Whole(None)),
+    // Read whole (a few dozen objects) and kept only for the names in DRAIN_SETTINGS.
+    lh(ObjectKind::Setting, "Setting", "settings", ConfirmRead::Whole(None)),
+    lh(ObjectKind::InstanceManager, "InstanceManager", "instancemanagers", ConfirmRead::Whole(None)),
+];
+
+/// The read-set entry of a kind.
+pub fn resource(kind: ObjectKind) -> &'static Resource {
+    // RESOURCES follows ObjectKind::ALL, so the position is the discriminant (tested below).
+    &RESOURCES[kind as usize]
+}
+
+/// The kind of an object with this `apiVersion`/`kind`, or `None` for kinds the view does not
+/// hold (the snapshot loader skips those).
+pub fn kind_of(api_version: &str, type_name: &str) -> Option<ObjectKind> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.type_name == type_name)
+        .map(|r| r.kind)
+}
+
+/// True for a Setting a drain decision reads.
+pub fn is_drain_setting(name: &str) -> bool {
+    DRAIN_SETTINGS.contains(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_API_VERSION};
+
+    #[test]
+    fn one_entry_per_kind_in_kind_order() {
+        for (i, kind) in ObjectKind::ALL.into_iter().enumerate() {
+            assert_eq!(RESOURCES[i].kind, kind);
+            assert_eq!(resource(kind).kind, kind);
+        }
+    }
+
+    #[test]
+    fn kinds_are_recognised_as_the_model_names_them() {
+        for r in &RESOURCES {
+            assert_eq!(kind_of(&r.api_version(), r.type_name), Some(r.kind), "{r:?}");
+            assert_eq!(ObjectKind::from_type(&r.api_version(), r.type_name), Some(r.kind));
+        }
+        assert_eq!(resource(ObjectKind::Replica).api_version(), LONGHORN_API_VERSION);
+        assert_eq!(kind_of("apps/v1", "Deployment"), None);
+        assert_eq!(kind_of("longhorn.io/v1beta1", "Volume"), None);
+    }
+
+    #[test]
+    fn paths_and_selectors() {
+        assert_eq!(resource(ObjectKind::Node).list_path(), "/api/v1/nodes");
+        assert_eq!(resource(ObjectKind::Pod).list_path(), "/api/v1/namespaces/longhorn-system/pods");
+        assert_eq!(resource(ObjectKind::StorageClass).list_path(), "/apis/storage.k8s.io/v1/storageclasses");
+        assert_eq!(
+            resource(ObjectKind::LonghornNode).list_path(),
+            "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes"
+        );
+        assert_eq!(INSTANCE_MANAGER_POD_SELECTOR, format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}"));
+        assert!(is_drain_setting("default-instance-manager-image"));
+        assert!(!is_drain_setting("default-replica-count"));
+        assert!(!resource(ObjectKind::StorageClass).drain_reads());
+    }
+}

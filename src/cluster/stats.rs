@@ -1,0 +1,278 @@
+//! Process-wide counters of the requests longhorn-guard sends to the API server and of drain
+//! confirmations, rendered into `/metrics`. Every label value comes from a fixed set.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::readset::RESOURCES;
+use super::ObjectKind;
+
+/// Values of the `verb` label, in [`Verb`] order.
+pub const VERBS: [&str; 8] = ["get", "list", "watch", "create", "update", "patch", "delete", "other"];
+/// The `kind` label of a request to a resource outside the read-set.
+pub const OTHER_KIND: &str = "other";
+/// Upper bounds (seconds) of the confirmation latency histogram: a few LISTs on a healthy API
+/// server, up to the API server's 10 s default webhook timeout.
+pub const CONFIRMATION_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+const KINDS: usize = RESOURCES.len() + 1;
+
+/// What a request does, as the API server's audit log names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    Other,
+}
+
+/// How one confirmation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmResult {
+    /// The fresh state allows the eviction.
+    Allowed,
+    /// The fresh state denies it (the cached allow was wrong).
+    Denied,
+    /// The reads failed, timed out or were unusable: denied as "could not confirm".
+    Failed,
+}
+
+impl ConfirmResult {
+    pub const ALL: [ConfirmResult; 3] = [Self::Allowed, Self::Denied, Self::Failed];
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// API request and confirmation counters.
+#[derive(Debug)]
+pub struct ApiStats {
+    /// [kind (read-set order, then other)][verb] -> requests.
+    requests: [[AtomicU64; VERBS.len()]; KINDS],
+    confirmations: [AtomicU64; 3],
+    /// Non-cumulative counts per bucket, plus one for `+Inf`.
+    durations: [AtomicU64; CONFIRMATION_BUCKETS.len() + 1],
+    duration_sum_micros: AtomicU64,
+}
+
+static GLOBAL: ApiStats = ApiStats::new();
+
+/// The counters `/metrics` renders.
+pub fn global() -> &'static ApiStats {
+    &GLOBAL
+}
+
+impl Default for ApiStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ApiStats {
+    /// All counters at zero.
+    pub const fn new() -> Self {
+        Self {
+            requests: [const { [const { AtomicU64::new(0) }; VERBS.len()] }; KINDS],
+            confirmations: [const { AtomicU64::new(0) }; 3],
+            durations: [const { AtomicU64::new(0) }; CONFIRMATION_BUCKETS.len() + 1],
+            duration_sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one request to the API server (`method`, URL `path` and `query`).
+    pub fn api_request(&self, method: &str, path: &str, query: &str) {
+        let (kind, verb) = classify(method, path, query);
+        let k = kind.map_or(RESOURCES.len(), |k| k as usize);
+        self.requests[k][verb as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests counted so far for `kind` (`None`: outside the read-set) and `verb`.
+    pub fn requests(&self, kind: Option<ObjectKind>, verb: Verb) -> u64 {
+        let k = kind.map_or(RESOURCES.len(), |k| k as usize);
+        self.requests[k][verb as usize].load(Ordering::Relaxed)
+    }
+
+    /// Records one finished confirmation and how long it took.
+    pub fn confirmation(&self, result: ConfirmResult, took: Duration) {
+        self.confirmations[result as usize].fetch_add(1, Ordering::Relaxed);
+        let secs = took.as_secs_f64();
+        let i = CONFIRMATION_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(CONFIRMATION_BUCKETS.len());
+        self.durations[i].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.duration_sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Confirmations counted so far with `result`.
+    pub fn confirmations(&self, result: ConfirmResult) -> u64 {
+        self.confirmations[result as usize].load(Ordering::Relaxed)
+    }
+
+    /// Appends the three metric families in the Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        header(
+            out,
+            "longhorn_guard_api_requests_total",
+            "counter",
+            "Requests sent to the Kubernetes API server, by kind (read-set kinds, else other) and verb.",
+        );
+        for (k, row) in self.requests.iter().enumerate() {
+            let kind = RESOURCES.get(k).map_or(OTHER_KIND, |r| r.kind.display());
+            for (v, n) in row.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "longhorn_guard_api_requests_total{{kind=\"{kind}\",verb=\"{}\"}} {n}",
+                        VERBS[v]
+                    );
+                }
+            }
+        }
+
+        header(
+            out,
+            "longhorn_guard_confirmations_total",
+            "counter",
+            "Drain allows confirmed with consistent reads, by result (allowed, denied, failed).",
+        );
+        for r in ConfirmResult::ALL {
+            let _ = writeln!(
+                out,
+                "longhorn_guard_confirmations_total{{result=\"{}\"}} {}",
+                r.as_str(),
+                self.confirmations(r)
+            );
+        }
+
+        let name = "longhorn_guard_confirmation_duration_seconds";
+        header(out, name, "histogram", "Time one confirmation took, reads and decision.");
+        let mut cumulative = 0;
+        for (i, b) in CONFIRMATION_BUCKETS.iter().enumerate() {
+            cumulative += self.durations[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        cumulative += self.durations[CONFIRMATION_BUCKETS.len()].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let sum = self.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {cumulative}");
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// The read-set kind (`None` when outside it) and the verb of a request.
+pub fn classify(method: &str, path: &str, query: &str) -> (Option<ObjectKind>, Verb) {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => ("", &[][..]),
+    };
+    let rest = match rest {
+        ["namespaces", _ns, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    let kind = rest
+        .first()
+        .and_then(|plural| RESOURCES.iter().find(|r| r.group == group && r.plural == *plural))
+        .map(|r| r.kind);
+    let named = rest.len() >= 2;
+    let watch = query.split('&').any(|kv| matches!(kv, "watch=true" | "watch=1"));
+    let verb = match method {
+        "GET" if watch => Verb::Watch,
+        "GET" if named => Verb::Get,
+        "GET" => Verb::List,
+        "POST" => Verb::Create,
+        "PUT" => Verb::Update,
+        "PATCH" => Verb::Patch,
+        "DELETE" => Verb::Delete,
+        _ => Verb::Other,
+    };
+    (kind, verb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_classified_by_kind_and_verb() {
+        let lh = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system";
+        let cases = [
+            (
+                "GET",
+                format!("{lh}/replicas"),
+                "labelSelector=longhornnode%3Dn1",
+                Some(ObjectKind::Replica),
+                Verb::List,
+            ),
+            (
+                "GET",
+                format!("{lh}/nodes"),
+                "watch=true&timeoutSeconds=290",
+                Some(ObjectKind::LonghornNode),
+                Verb::Watch,
+            ),
+            ("GET", format!("{lh}/settings/storage-network"), "", Some(ObjectKind::Setting), Verb::Get),
+            ("GET", "/api/v1/nodes".into(), "", Some(ObjectKind::Node), Verb::List),
+            (
+                "GET",
+                "/api/v1/namespaces/longhorn-system/pods/im-1".into(),
+                "",
+                Some(ObjectKind::Pod),
+                Verb::Get,
+            ),
+            ("PATCH", "/api/v1/namespaces/x/pods/p".into(), "", Some(ObjectKind::Pod), Verb::Patch),
+            ("GET", "/api/v1/namespaces/default".into(), "", None, Verb::Get),
+            ("GET", "/apis/apps/v1/deployments".into(), "", None, Verb::List),
+            ("GET", "/version".into(), "", None, Verb::List),
+            ("OPTIONS", "/api/v1/nodes".into(), "", Some(ObjectKind::Node), Verb::Other),
+        ];
+        for (method, path, query, kind, verb) in cases {
+            assert_eq!(classify(method, &path, query), (kind, verb), "{method} {path}?{query}");
+        }
+    }
+
+    #[test]
+    fn renders_fixed_label_sets() {
+        let s = ApiStats::new();
+        s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
+        s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
+        s.api_request("GET", "/apis/example.com/v1/widgets", "watch=1");
+        s.confirmation(ConfirmResult::Allowed, Duration::from_millis(7));
+        s.confirmation(ConfirmResult::Failed, Duration::from_secs(30));
+        let mut out = String::new();
+        s.render(&mut out);
+        for line in [
+            "longhorn_guard_api_requests_total{kind=\"replicas.longhorn.io\",verb=\"list\"} 2",
+            "longhorn_guard_api_requests_total{kind=\"other\",verb=\"watch\"} 1",
+            "longhorn_guard_confirmations_total{result=\"allowed\"} 1",
+            "longhorn_guard_confirmations_total{result=\"denied\"} 0",
+            "longhorn_guard_confirmations_total{result=\"failed\"} 1",
+            "longhorn_guard_confirmation_duration_seconds_bucket{le=\"0.005\"} 0",
+            "longhorn_guard_confirmation_duration_seconds_bucket{le=\"0.01\"} 1",
+            "longhorn_guard_confirmation_duration_seconds_bucket{le=\"10\"} 1",
+            "longhorn_guard_confirmation_duration_seconds_bucket{le=\"+Inf\"} 2",
+            "longhorn_guard_confirmation_duration_seconds_sum 30.007",
+            "longhorn_guard_confirmation_duration_seconds_count 2",
+        ] {
+            assert!(out.lines().any(|l| l == line), "missing {line} in\n{out}");
+        }
+        assert!(!out.contains("verb=\"get\""), "zero series are not rendered: {out}");
+    }
+}

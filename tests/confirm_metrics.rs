@@ -1,0 +1,83 @@
+//! `/metrics` counts the API requests of a confirmation by kind and verb, the confirmation's
+//! result and its latency. One test in this binary: the counters are process-wide.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use longhorn_guard::admit::Admitter;
+use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::policy::Policy;
+use longhorn_guard::server::{Server, ServerConfig};
+use longhorn_guard::tls::TlsFiles;
+use serde_json::Value;
+use support::apiserver::FakeApi;
+use support::*;
+
+fn metric(text: &str, series: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn a_confirmed_eviction_shows_in_metrics() {
+    let list: Value = serde_json::from_slice(&std::fs::read(SNAPSHOT).unwrap()).unwrap();
+    let items = list["items"].as_array().unwrap().clone();
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let objects = items.iter().filter_map(|o| {
+        let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
+        Some(Object::from_value(kind, o.clone()).unwrap())
+    });
+    let stale =
+        ClusterView::from_objects(Source::Watch, objects, SystemTime::now() - Duration::from_secs(600));
+    let admitter = Admitter::new(
+        SharedView::new(stale),
+        Arc::new(Policy::default()),
+        Some(confirm::confirmer(fake.client())),
+    );
+    let certs = tempfile::tempdir().unwrap();
+    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tls: TlsFiles::in_dir(certs.path()),
+        admitter,
+        limits: test_limits(),
+    };
+    let (addr, handle) = Server::bind(config).await.unwrap();
+    let tls = client_config(&certs.path().join("ca.crt"));
+
+    let mut body: Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
+    body["request"]["name"] = "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e".into(); // node-3
+    let reply = request(addr, &tls, "POST", "/validate", body.to_string().into_bytes()).await.unwrap();
+    assert_eq!(reply.json()["response"]["allowed"], true, "{}", reply.text());
+
+    let text = request(addr, &tls, "GET", "/metrics", Vec::new()).await.unwrap().text();
+    // node-3 holds one volume: 7 small or by-node reads, then one batch of 3 per-volume reads.
+    for (kind, n) in [
+        ("replicas.longhorn.io", 2),
+        ("engines.longhorn.io", 2),
+        ("volumes.longhorn.io", 1),
+        ("instancemanagers.longhorn.io", 1),
+        ("nodes.longhorn.io", 1),
+        ("settings.longhorn.io", 1),
+        ("nodes", 1),
+        ("pods", 1),
+    ] {
+        let series = format!("longhorn_guard_api_requests_total{{kind=\"{kind}\",verb=\"list\"}}");
+        assert_eq!(metric(&text, &series), Some(n), "{series} in\n{text}");
+    }
+    assert_eq!(fake.seen.requests().len(), 10);
+    assert_eq!(metric(&text, "longhorn_guard_confirmations_total{result=\"allowed\"}"), Some(1), "{text}");
+    assert_eq!(metric(&text, "longhorn_guard_confirmations_total{result=\"denied\"}"), Some(0), "{text}");
+    assert_eq!(metric(&text, "longhorn_guard_confirmations_total{result=\"failed\"}"), Some(0), "{text}");
+    assert_eq!(metric(&text, "longhorn_guard_confirmation_duration_seconds_count"), Some(1), "{text}");
+    assert_eq!(
+        metric(&text, "longhorn_guard_confirmation_duration_seconds_bucket{le=\"+Inf\"}"),
+        Some(1),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE longhorn_guard_confirmation_duration_seconds histogram"), "{text}");
+
+    handle.shutdown();
+    assert!(handle.stopped().await);
+}

@@ -1,0 +1,248 @@
+//! A stand-in Kubernetes API server over real TLS on 127.0.0.1:0: it serves LISTs of a fixed set
+//! of objects with label selectors (`k=v`, `k in (a,b)`) and `metadata.name` field selectors,
+//! records every request, and counts how many were in flight at once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+use longhorn_guard::tls::{ReloadingCert, TlsFiles};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use serde_json::{json, Value};
+
+/// What the stand-in saw.
+#[derive(Default)]
+pub struct Seen {
+    /// Every request as `path?query`, in arrival order.
+    pub requests: Mutex<Vec<String>>,
+    in_flight: AtomicUsize,
+    /// The most requests that were being answered at the same time.
+    pub max_in_flight: AtomicUsize,
+}
+
+impl Seen {
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+    pub fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+/// A running stand-in API server.
+pub struct FakeApi {
+    pub addr: std::net::SocketAddr,
+    pub seen: Arc<Seen>,
+    /// Holds the CA and serving pair.
+    pub certs: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeApi {
+    /// Serves `items` (objects with apiVersion and kind); each answer is held for `hold` so that
+    /// concurrent requests overlap and the in-flight count shows the client's concurrency.
+    pub async fn start(items: Vec<Value>, hold: Duration) -> Self {
+        super::install_provider();
+        let certs = tempfile::tempdir().unwrap();
+        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+        let cert = Arc::new(
+            ReloadingCert::load(TlsFiles::in_dir(certs.path()), longhorn_guard::tls::provider()).unwrap(),
+        );
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(Arc::new(longhorn_guard::tls::server_config(cert).unwrap()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Seen::default());
+        let items = Arc::new(items);
+        let task = {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let (acceptor, seen, items) = (acceptor.clone(), seen.clone(), items.clone());
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else { return };
+                        let service =
+                            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                                let (seen, items) = (seen.clone(), items.clone());
+                                async move {
+                                    Ok::<_, std::convert::Infallible>(
+                                        answer(&seen, &items, req.uri(), hold).await,
+                                    )
+                                }
+                            });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), service)
+                            .await;
+                    });
+                }
+            })
+        };
+        Self { addr, seen, certs, task }
+    }
+
+    /// A kube configuration for this server, trusting only its CA.
+    pub fn config(&self) -> kube::Config {
+        let mut config =
+            kube::Config::new(format!("https://127.0.0.1:{}", self.addr.port()).parse().unwrap());
+        let pem = std::fs::read(self.certs.path().join("ca.crt")).unwrap();
+        let ders = CertificateDer::pem_slice_iter(&pem).map(|c| c.unwrap().to_vec()).collect();
+        config.root_cert = Some(ders);
+        config
+    }
+
+    /// A counting client (as `serve` builds it) for this server.
+    pub fn client(&self) -> kube::Client {
+        longhorn_guard::cluster::client::build(self.config()).unwrap()
+    }
+}
+
+async fn answer(
+    seen: &Seen,
+    items: &[Value],
+    uri: &hyper::Uri,
+    hold: Duration,
+) -> hyper::Response<Full<Bytes>> {
+    let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    seen.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let path = uri.path().to_string();
+    let query = uri.query().unwrap_or("").to_string();
+    seen.requests.lock().unwrap().push(format!("{path}?{query}"));
+    tokio::time::sleep(hold).await;
+    let reply = list(items, &path, &query);
+    seen.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let (status, body) = match reply {
+        Ok(body) => (200, body),
+        Err(message) => (
+            400,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": "BadRequest", "code": 400}),
+        ),
+    };
+    hyper::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
+fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (api, rest) = match segments.as_slice() {
+        ["api", v, rest @ ..] => (v.to_string(), rest),
+        ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
+        _ => return Err(format!("unexpected path {path}")),
+    };
+    let (namespace, plural) = match rest {
+        ["namespaces", ns, plural] => (Some(*ns), *plural),
+        [plural] => (None, *plural),
+        _ => return Err(format!("not a collection: {path}")),
+    };
+    let kind = match (api.as_str(), plural) {
+        ("v1", "nodes") => "Node",
+        ("v1", "pods") => "Pod",
+        ("longhorn.io/v1beta2", "nodes") => "Node",
+        ("longhorn.io/v1beta2", "replicas") => "Replica",
+        ("longhorn.io/v1beta2", "engines") => "Engine",
+        ("longhorn.io/v1beta2", "volumes") => "Volume",
+        ("longhorn.io/v1beta2", "settings") => "Setting",
+        ("longhorn.io/v1beta2", "instancemanagers") => "InstanceManager",
+        _ => return Err(format!("unexpected resource {path}")),
+    };
+    let mut labels = Vec::new();
+    let mut fields = Vec::new();
+    for kv in query.split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "labelSelector" => labels = parse_selector(&decode(v))?,
+            "fieldSelector" => fields = parse_selector(&decode(v))?,
+            "resourceVersion" | "resourceVersionMatch" => {
+                return Err(format!("{k} given: not a consistent read"))
+            }
+            _ => {}
+        }
+    }
+    let labels: Vec<(String, std::collections::HashSet<String>)> =
+        labels.into_iter().map(|(k, vals)| (k, vals.into_iter().collect())).collect();
+    let selected: Vec<Value> = items
+        .iter()
+        .filter(|o| o["apiVersion"] == api.as_str() && o["kind"] == kind)
+        .filter(|o| namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns))
+        .filter(|o| {
+            labels
+                .iter()
+                .all(|(k, vals)| o["metadata"]["labels"][k].as_str().is_some_and(|v| vals.contains(v)))
+        })
+        .filter(|o| {
+            fields.iter().all(|(k, vals)| {
+                k == "metadata.name" && vals.iter().any(|x| o["metadata"]["name"] == x.as_str())
+            })
+        })
+        .cloned()
+        .collect();
+    Ok(
+        json!({"apiVersion": api, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "999"}, "items": selected}),
+    )
+}
+
+/// `k=v`, `k==v` and `k in (a,b)` requirements, comma-separated.
+fn parse_selector(s: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    let mut parts = Vec::new();
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    for part in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some((k, v)) = part.split_once(" in ") {
+            let v = v
+                .trim()
+                .strip_prefix('(')
+                .and_then(|v| v.strip_suffix(')'))
+                .ok_or(format!("bad set in {part}"))?;
+            out.push((k.trim().to_string(), v.split(',').map(|x| x.trim().to_string()).collect()));
+        } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
+            out.push((k.to_string(), vec![v.to_string()]));
+        } else {
+            return Err(format!("unsupported selector requirement {part}"));
+        }
+    }
+    Ok(out)
+}
+
+/// Percent- and `+`-decoding of a query value.
+pub fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(if b[i] == b'+' { b' ' } else { b[i] });
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
