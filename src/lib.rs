@@ -20,4 +20,5 @@ pub mod mutate;
 pub mod policy;
 pub mod review;
 pub mod server;
+pub mod synthetic;
 pub mod tls;
