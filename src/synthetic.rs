@@ -41,6 +41,7 @@ pub enum SyntheticError {
 /// One group of objects; [`Group::ALL`] is a valid creation order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Group {
+    StorageClass,
     Setting,
     Node,
     LonghornNode,
@@ -53,7 +54,8 @@ pub enum Group {
 
 impl Group {
     /// Every group, in an order that creates nothing before what it names.
-    pub const ALL: [Group; 8] = [
+    pub const ALL: [Group; 9] = [
+        Self::StorageClass,
         Self::Setting,
         Self::Node,
         Self::LonghornNode,
@@ -63,6 +65,38 @@ impl Group {
         Self::Engine,
         Self::Replica,
     ];
+
+    /// Where the API server keeps this group's objects.
+    pub fn resource(self) -> Resource {
+        let (group, version, kind, plural, namespaced) = match self {
+            Self::StorageClass => ("storage.k8s.io", "v1", "StorageClass", "storageclasses", false),
+            Self::Setting => ("longhorn.io", "v1beta2", "Setting", "settings", true),
+            Self::Node => ("", "v1", "Node", "nodes", false),
+            Self::LonghornNode => ("longhorn.io", "v1beta2", "Node", "nodes", true),
+            Self::InstanceManager => ("longhorn.io", "v1beta2", "InstanceManager", "instancemanagers", true),
+            Self::InstanceManagerPod => ("", "v1", "Pod", "pods", true),
+            Self::Volume => ("longhorn.io", "v1beta2", "Volume", "volumes", true),
+            Self::Engine => ("longhorn.io", "v1beta2", "Engine", "engines", true),
+            Self::Replica => ("longhorn.io", "v1beta2", "Replica", "replicas", true),
+        };
+        Resource { group, version, kind, plural, namespaced }
+    }
+
+    /// True for objects whose `status` the API server only takes through the status
+    /// subresource (everything but Settings' `value` and the StorageClass).
+    pub fn has_status(self) -> bool {
+        !matches!(self, Self::StorageClass)
+    }
+}
+
+/// An API resource: group (empty for core), version, kind, plural, and whether it is namespaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub namespaced: bool,
 }
 
 /// The shape of a synthetic cluster; objects are generated on demand, one group at a time.
@@ -132,6 +166,7 @@ impl Synthetic {
     /// How many objects [`Synthetic::objects`] yields for `group`.
     pub fn count(&self, group: Group) -> usize {
         match group {
+            Group::StorageClass => 1,
             Group::Setting => SETTINGS.len(),
             Group::Node | Group::LonghornNode | Group::InstanceManager | Group::InstanceManagerPod => {
                 self.nodes
@@ -145,6 +180,7 @@ impl Synthetic {
     /// the status subresource).
     pub fn objects(&self, group: Group) -> Box<dyn Iterator<Item = Value> + '_> {
         match group {
+            Group::StorageClass => Box::new(std::iter::once(self.storage_class())),
             Group::Setting => Box::new(SETTINGS.iter().map(|(name, value)| self.setting(name, value))),
             Group::Node => Box::new((0..self.nodes).map(|n| self.node(n))),
             Group::LonghornNode => Box::new((0..self.nodes).map(|n| self.longhorn_node(n))),
@@ -204,6 +240,13 @@ impl Synthetic {
     fn condition(&self, type_: &str, status: &str) -> Value {
         json!({"type": type_, "status": status, "reason": "", "message": "",
                "lastProbeTime": "", "lastTransitionTime": self.timestamp})
+    }
+
+    fn storage_class(&self) -> Value {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": Self::meta(LABEL, false, &[]), "provisioner": "driver.longhorn.io",
+               "allowVolumeExpansion": true, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+               "parameters": {"numberOfReplicas": "3", "staleReplicaTimeout": "30", "dataEngine": "v1"}})
     }
 
     fn setting(&self, name: &str, value: &str) -> Value {
@@ -443,7 +486,16 @@ mod tests {
         assert_eq!(items.len(), Group::ALL.iter().map(|g| s.count(*g)).sum::<usize>());
         for item in items {
             assert_eq!(item["metadata"]["labels"][LABEL], "true", "{item}");
-            let namespaced = !(item["apiVersion"] == "v1" && item["kind"] == "Node");
+            let group = Group::ALL.iter().find(|g| {
+                let r = g.resource();
+                let api_version = if r.group.is_empty() {
+                    r.version.to_string()
+                } else {
+                    format!("{}/{}", r.group, r.version)
+                };
+                item["apiVersion"] == api_version.as_str() && item["kind"] == r.kind
+            });
+            let namespaced = group.expect("every item is of a known group").resource().namespaced;
             assert_eq!(item["metadata"]["namespace"].as_str() == Some(LONGHORN_NAMESPACE), namespaced);
         }
     }
