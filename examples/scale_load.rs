@@ -143,11 +143,16 @@ async fn heartbeat(client: Client, interval: Duration) -> Result<(), Error> {
             _ = tick.tick() => {}
         }
         let patch = json!({"metadata": {"annotations": {format!("{LABEL}/heartbeat"): beat.to_string()}}});
-        for (api, name) in &targets {
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| format!("heartbeat on {name}: {e}"))?;
-        }
+        // All kinds at once: a slow API server must not leave one kind's watch without events.
+        futures::future::try_join_all(targets.iter().map(|(api, name)| {
+            let patch = &patch;
+            async move {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(|e| format!("heartbeat on {name}: {e}"))
+            }
+        }))
+        .await?;
     }
     Ok(())
 }
