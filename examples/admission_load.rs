@@ -269,15 +269,19 @@ async fn run(args: Args) -> Result<Value, String> {
     if !template["request"].is_object() {
         return Err(format!("{}: not an AdmissionReview request", args.fixture.display()));
     }
-    let mut senders = Vec::new();
-    for _ in 0..args.concurrency {
-        senders.push(Some(target.connect().await?));
-    }
+    let mut senders: Vec<Option<SendRequest<Full<Bytes>>>> = (0..args.concurrency).map(|_| None).collect();
     let (template, args) = (Arc::new(template), Arc::new(args));
     let tally = Arc::new(Mutex::new(Tally::default()));
     for round in 0..args.rounds {
         if !args.pause.is_zero() {
             tokio::time::sleep(args.pause).await;
+        }
+        // Connect outside the timed requests, after the pause: a server closes a connection
+        // that sends nothing for a while after connecting (longhorn-guard: --header-read-timeout).
+        for sender in senders.iter_mut() {
+            if sender.as_ref().is_none_or(|s| s.is_closed()) {
+                *sender = Some(target.connect().await?);
+            }
         }
         let next = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = senders
