@@ -40,12 +40,9 @@ SERVER_PID=
 CREATED_CRDS=0
 CREATED_LH_NS=0
 
-k() { "$KUBECTL" --request-timeout=20s "$@"; }
-log() { printf '\n== %s\n' "$*"; }
-die() {
-	printf 'e2e: %s\n' "$*" >&2
-	exit 2
-}
+SCRIPT_NAME=e2e
+# shellcheck source=e2e/lib.sh
+. "$E2E/lib.sh"
 
 # run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
 run() {
@@ -81,21 +78,10 @@ has() { grep -qF -- "$1" <<<"$OUT"; }
 # A `Warning:` line from the API server other than kubectl's own note about objects made
 # with `kubectl create` (missing last-applied-configuration).
 warned() { grep '^Warning: ' <<<"$OUT" | grep -qv 'last-applied-configuration'; }
-gone() { ! k "$@" >/dev/null 2>&1; }
 lacks() { ! grep -qF -- "$1" <<<"$OUT"; }
 all() {
 	local c
 	for c in "$@"; do eval "$c" || return 1; done
-}
-
-# wait_for SECONDS CMD...: retries CMD once a second until it succeeds; bounded.
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 1
-	done
 }
 
 cleanup() {
@@ -126,35 +112,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# delete_ns NS: deletes a namespace this run created. A bare API server has no namespace
-# controller to finalize it (it would stay Terminating and block the next run): if no
-# controller has touched it after 20s, finalize it through the API, as that controller would.
-delete_ns() {
-	k delete namespace "$1" --ignore-not-found --wait=false
-	wait_for 20 gone get namespace "$1" && return 0
-	if [ -z "$(k get namespace "$1" -o jsonpath='{.status.conditions}' 2>/dev/null)" ]; then
-		echo "    no namespace controller: finalizing namespace $1"
-		k get namespace "$1" -o json | sed 's/"kubernetes"//' |
-			k replace --raw "/api/v1/namespaces/$1/finalize" -f - >/dev/null
-	fi
-}
-
 stop_webhook() {
 	if [ "$MODE" = in-cluster ]; then
 		k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=0 >/dev/null 2>&1 || true
 		wait_for 60 no_endpoints || true
 	elif [ -n "$SERVER_PID" ]; then
-		kill "$SERVER_PID" 2>/dev/null || true
-		# SIGTERM: graceful shutdown (bounded by the server's --shutdown-grace); then SIGKILL.
-		wait_for 30 gone_pid "$SERVER_PID" || kill -9 "$SERVER_PID" 2>/dev/null || true
-		wait "$SERVER_PID" 2>/dev/null || true
+		stop_pid "$SERVER_PID"
 		SERVER_PID=
 	fi
-}
-gone_pid() { # exited (a zombie until `wait` reaps it counts as gone)
-	local st
-	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
-	[[ $st == Z* ]]
 }
 no_endpoints() {
 	[ -z "$(k -n "$GUARD_NS" get endpoints longhorn-guard -o jsonpath='{.subsets[*].addresses[*].ip}' 2>/dev/null)" ]
@@ -162,44 +127,16 @@ no_endpoints() {
 
 # ---------------------------------------------------------------- preflight
 log "preflight ($MODE mode)"
-command -v "$KUBECTL" >/dev/null || die "kubectl not found (set KUBECTL)"
-command -v curl >/dev/null || die "curl not found"
-k api-versions >/dev/null 2>&1 || die "no API server reachable through KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
-printf '    kubectl %s, API server %s\n' "$(k version --client -o json 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)" \
-	"$(k get --raw /version 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)"
-[ -f "$CRDS" ] || die "Longhorn CRDs not found at $CRDS (set E2E_CRDS)"
+preflight_api
 if [ "$MODE" = local ]; then
 	[ -x "$BIN" ] || die "longhorn-guard binary not found at $BIN (cargo build, or set LONGHORN_GUARD_BIN)"
 fi
 # Refuse to touch a real Longhorn or real nodes.
-if k get crd volumes.longhorn.io >/dev/null 2>&1; then
-	foreign=$(k -n "$LH_NS" get volumes.longhorn.io -l 'longhorn-guard-e2e!=true' -o name 2>/dev/null | head -1)
-	[ -z "$foreign" ] || die "$LH_NS already has Longhorn volumes ($foreign): refusing to run against a real Longhorn"
-fi
-for n in node-1 node-2 node-3; do
-	if k get node "$n" >/dev/null 2>&1 && [ "$(k get node "$n" -o jsonpath='{.metadata.labels.longhorn-guard-e2e}')" != true ]; then
-		die "a real Node $n exists: refusing to run"
-	fi
-done
+refuse_real_longhorn longhorn-guard-e2e node-1 node-2 node-3
 
 # ---------------------------------------------------------------- Longhorn state
 log "Longhorn CRDs, namespace and state"
-if ! k get crd volumes.longhorn.io >/dev/null 2>&1; then
-	k apply -f "$CRDS" >/dev/null
-	CREATED_CRDS=1
-fi
-k wait --for=condition=Established --timeout=60s -f "$CRDS" >/dev/null
-if ! k get namespace "$LH_NS" >/dev/null 2>&1; then
-	k create namespace "$LH_NS" >/dev/null
-	CREATED_LH_NS=1
-fi
-# A bare API server has no controller-manager to create ServiceAccounts.
-for sa in "default:$LH_NS" "longhorn-service-account:$LH_NS" "default:default"; do
-	if ! k -n "${sa#*:}" get serviceaccount "${sa%%:*}" >/dev/null 2>&1; then
-		k -n "${sa#*:}" create serviceaccount "${sa%%:*}" >/dev/null
-		k -n "${sa#*:}" label serviceaccount "${sa%%:*}" "$LABEL" >/dev/null
-	fi
-done
+ensure_longhorn longhorn-guard-e2e
 k create -f "$E2E/state/objects.json" >/dev/null
 # Each pod's ownerReference names its InstanceManager: fill in that object's uid.
 pods_json=$(cat "$E2E/state/instance-manager-pods.json")
@@ -226,20 +163,7 @@ if [ "$MODE" = local ]; then
 	log "longhorn-guard as a local process on 127.0.0.1:$PORT (ServiceAccount $GUARD_NS/longhorn-guard)"
 	[ -x "$BIN" ] || die "no binary at $BIN"
 	"$BIN" certs --out "$WORK/certs" --ip 127.0.0.1 >/dev/null || die "longhorn-guard certs failed"
-	k apply -f "$ROOT/manifests/base/namespace.yaml" -f "$ROOT/manifests/base/rbac.yaml" >/dev/null
-	token=$(k -n "$GUARD_NS" create token longhorn-guard --duration=1h) || die "cannot create a token for $GUARD_NS/longhorn-guard"
-	server=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
-	ca_data=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
-	ca_file=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')
-	if [ -z "$ca_data" ] && [ -n "$ca_file" ]; then ca_data=$(base64 -w0 <"$ca_file"); fi
-	cat >"$WORK/sa.kubeconfig" <<-EOF
-		apiVersion: v1
-		kind: Config
-		clusters: [{name: e2e, cluster: {server: "$server", certificate-authority-data: "$ca_data"}}]
-		users: [{name: longhorn-guard, user: {token: "$token"}}]
-		contexts: [{name: e2e, context: {cluster: e2e, user: longhorn-guard}}]
-		current-context: e2e
-	EOF
+	guard_kubeconfig "$WORK/sa.kubeconfig"
 	KUBECONFIG="$WORK/sa.kubeconfig" "$BIN" serve --tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" \
 		--policy "$ROOT/manifests/base/policy.yaml" >"$WORK/server.log" 2>&1 &
 	SERVER_PID=$!

@@ -21,4 +21,5 @@ pub mod mutate;
 pub mod policy;
 pub mod review;
 pub mod server;
+pub mod synthetic;
 pub mod tls;

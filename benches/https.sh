@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# HTTPS throughput of `longhorn-guard serve --state` side by side with a static-answer rustls
+# server on the same stack (`make bench-https`, docs/scale.md). Both are measured in the same run
+# with wrk, 64 kept-alive connections, the same instance-manager eviction AdmissionReview body.
+#
+#   make bench-https                     # 60 nodes x 3,000 volumes, 10s per server
+#   BENCH_HTTPS_NODES=30 BENCH_HTTPS_VOLUMES=10000 BENCH_HTTPS_DURATION=20s make bench-https
+#
+# Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_CONNECTIONS (64),
+# BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s), BENCH_HTTPS_PORT (18461; the
+# static server gets the next port), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
+# Prints one table (requests/s, p50, p99 per server) and the ratio guard / static.
+# Exit status: 0 measured, 2 could not run.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=${LONGHORN_GUARD_BIN:-$ROOT/target/release/longhorn-guard}
+EXAMPLES=${BENCH_EXAMPLES:-$ROOT/target/release/examples}
+NODES=${BENCH_HTTPS_NODES:-60}
+VOLUMES=${BENCH_HTTPS_VOLUMES:-3000}
+CONNECTIONS=${BENCH_HTTPS_CONNECTIONS:-64}
+THREADS=${BENCH_HTTPS_THREADS:-2}
+DURATION=${BENCH_HTTPS_DURATION:-10s}
+PORT=${BENCH_HTTPS_PORT:-18461}
+STATIC_PORT=$((PORT + 1))
+FIXTURE=$ROOT/../shared/fixtures/admission/eviction-create.json
+
+die() {
+	printf 'bench-https: %s\n' "$*" >&2
+	exit 2
+}
+for tool in wrk curl; do command -v "$tool" >/dev/null || die "$tool not found (Debian: apt-get install $tool)"; done
+for b in "$BIN" "$EXAMPLES/gen_snapshot" "$EXAMPLES/static_server"; do
+	[ -x "$b" ] || die "$b not found (make bench-https builds it)"
+done
+[ -f "$FIXTURE" ] || die "eviction fixture not found at $FIXTURE"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/longhorn-guard-bench-https.XXXXXX")
+PIDS=()
+cleanup() {
+	local pid
+	for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"$BIN" certs --out "$WORK/certs" --ip 127.0.0.1 >/dev/null || die "longhorn-guard certs failed"
+"$EXAMPLES/gen_snapshot" --nodes "$NODES" --volumes "$VOLUMES" --out "$WORK/state.json" || die "gen_snapshot failed"
+# The last node holds replicas and no engine (src/synthetic.rs): its eviction is an allow that
+# has to look at every replica on the node.
+pod=$(printf 'instance-manager-5ca1e%027x' $((NODES - 1)))
+sed "s/instance-manager-7b9c5d2e1f3a/$pod/g" "$FIXTURE" >"$WORK/body.json"
+cat >"$WORK/post.lua" <<'LUA'
+local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+LONGHORN_GUARD_LOG=warn "$BIN" serve --tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" \
+	--state "$WORK/state.json" >"$WORK/guard.log" 2>&1 &
+PIDS+=($!)
+"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PORT" >"$WORK/static.log" 2>&1 &
+PIDS+=($!)
+post() { curl -sf --cacert "$WORK/certs/ca.crt" -H 'Content-Type: application/json' --data-binary "@$WORK/body.json" "$1"; }
+for _ in $(seq 1 600); do
+	post "https://127.0.0.1:$PORT/validate" >/dev/null 2>&1 && post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+answer=$(post "https://127.0.0.1:$PORT/validate") || { cat "$WORK/guard.log" >&2; die "longhorn-guard did not answer"; }
+grep -q '"allowed":true' <<<"$answer" || die "expected an allow from longhorn-guard, got: $answer"
+post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null || die "static_server did not answer"
+
+# measure NAME URL: one wrk run; prints "NAME req/s p50 p99".
+measure() {
+	local out rps p50 p99
+	BENCH_BODY="$WORK/body.json" wrk -t1 -c4 -d2s -s "$WORK/post.lua" "$2" >/dev/null 2>&1 || true # warm-up
+	out=$(BENCH_BODY="$WORK/body.json" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$WORK/post.lua" "$2") ||
+		die "wrk failed against $1"
+	if grep -q 'Non-2xx' <<<"$out"; then die "$1 answered non-2xx: $(grep Non-2xx <<<"$out")"; fi
+	rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
+	p50=$(awk '$1 == "50%" { print $2 }' <<<"$out")
+	p99=$(awk '$1 == "99%" { print $2 }' <<<"$out")
+	printf '%s %s %s %s\n' "$1" "$rps" "$p50" "$p99"
+}
+echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each; $(nproc) CPUs"
+static=$(measure static_server "https://127.0.0.1:$STATIC_PORT/validate")
+guard=$(measure longhorn-guard "https://127.0.0.1:$PORT/validate")
+printf '%-16s %12s %10s %10s\n' server "requests/s" p50 p99
+printf '%-16s %12s %10s %10s\n' $static $guard
+awk -v g="$(cut -d' ' -f2 <<<"$guard")" -v s="$(cut -d' ' -f2 <<<"$static")" \
+	'BEGIN { if (s > 0) printf "ratio longhorn-guard / static_server: %.1f %%\n", 100 * g / s }'

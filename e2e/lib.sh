@@ -1,0 +1,114 @@
+# Shell helpers shared by e2e/run.sh (`make e2e`) and e2e/scale.sh (`make scale`). Sourced, not run.
+# Expects: KUBECTL, CRDS (the Longhorn CRD file), LH_NS, GUARD_NS, ROOT; SCRIPT_NAME for messages.
+
+k() { "$KUBECTL" --request-timeout=20s "$@"; }
+log() { printf '\n== %s\n' "$*"; }
+die() {
+	printf '%s: %s\n' "${SCRIPT_NAME:-e2e}" "$*" >&2
+	exit 2
+}
+
+# wait_for SECONDS CMD...: retries CMD once a second until it succeeds; bounded.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		[ "$SECONDS" -lt "$deadline" ] || return 1
+		sleep 1
+	done
+}
+gone() { ! k "$@" >/dev/null 2>&1; }
+gone_pid() { # exited (a zombie until `wait` reaps it counts as gone)
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	[[ $st == Z* ]]
+}
+
+# stop_pid PID: SIGTERM (graceful shutdown, bounded by the server's --shutdown-grace), then
+# SIGKILL after 30s; reaps it.
+stop_pid() {
+	kill "$1" 2>/dev/null || true
+	wait_for 30 gone_pid "$1" || kill -9 "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+# delete_ns NS: deletes a namespace this run created. A bare API server has no namespace
+# controller to finalize it (it would stay Terminating and block the next run): if no
+# controller has touched it after 20s, finalize it through the API, as that controller would.
+delete_ns() {
+	k delete namespace "$1" --ignore-not-found --wait=false
+	wait_for 20 gone get namespace "$1" && return 0
+	if [ -z "$(k get namespace "$1" -o jsonpath='{.status.conditions}' 2>/dev/null)" ]; then
+		echo "    no namespace controller: finalizing namespace $1"
+		k get namespace "$1" -o json | sed 's/"kubernetes"//' |
+			k replace --raw "/api/v1/namespaces/$1/finalize" -f - >/dev/null
+	fi
+}
+
+# preflight_api: kubectl and an API server through KUBECONFIG; prints both versions.
+preflight_api() {
+	command -v "$KUBECTL" >/dev/null || die "kubectl not found (set KUBECTL)"
+	command -v curl >/dev/null || die "curl not found"
+	k api-versions >/dev/null 2>&1 || die "no API server reachable through KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
+	printf '    kubectl %s, API server %s\n' "$(k version --client -o json 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)" \
+		"$(k get --raw /version 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)"
+	[ -f "$CRDS" ] || die "Longhorn CRDs not found at $CRDS (set E2E_CRDS)"
+}
+
+# refuse_real_longhorn LABEL NODE...: dies if $LH_NS holds Longhorn volumes without LABEL=true
+# (a real Longhorn), or if one of the named core Nodes exists without that label.
+refuse_real_longhorn() {
+	local label=$1 n foreign
+	shift
+	if k get crd volumes.longhorn.io >/dev/null 2>&1; then
+		foreign=$(k -n "$LH_NS" get volumes.longhorn.io -l "$label!=true" -o name 2>/dev/null | head -1)
+		[ -z "$foreign" ] || die "$LH_NS already has Longhorn volumes ($foreign): refusing to run against a real Longhorn"
+	fi
+	for n in "$@"; do
+		if k get node "$n" >/dev/null 2>&1 && [ "$(k get node "$n" -o jsonpath="{.metadata.labels.$label}")" != true ]; then
+			die "a real Node $n exists: refusing to run"
+		fi
+	done
+}
+
+# ensure_longhorn LABEL: the Longhorn CRDs (CREATED_CRDS=1 if this run applied them), namespace
+# $LH_NS (CREATED_LH_NS=1 if created) and the ServiceAccounts a bare API server lacks (no
+# controller-manager), labelled LABEL=true when created here.
+ensure_longhorn() {
+	local sa
+	if ! k get crd volumes.longhorn.io >/dev/null 2>&1; then
+		k apply -f "$CRDS" >/dev/null
+		CREATED_CRDS=1
+	fi
+	k wait --for=condition=Established --timeout=60s -f "$CRDS" >/dev/null
+	if ! k get namespace "$LH_NS" >/dev/null 2>&1; then
+		k create namespace "$LH_NS" >/dev/null
+		CREATED_LH_NS=1
+	fi
+	for sa in "default:$LH_NS" "longhorn-service-account:$LH_NS" "default:default"; do
+		if ! k -n "${sa#*:}" get serviceaccount "${sa%%:*}" >/dev/null 2>&1; then
+			k -n "${sa#*:}" create serviceaccount "${sa%%:*}" >/dev/null
+			k -n "${sa#*:}" label serviceaccount "${sa%%:*}" "$1=true" >/dev/null
+		fi
+	done
+}
+
+# guard_kubeconfig FILE: applies the guard's namespace and RBAC and writes a kubeconfig that
+# authenticates as its ServiceAccount $GUARD_NS/longhorn-guard (so the shipped RBAC is used).
+guard_kubeconfig() {
+	local token server ca_data ca_file
+	k apply -f "$ROOT/manifests/base/namespace.yaml" -f "$ROOT/manifests/base/rbac.yaml" >/dev/null
+	token=$(k -n "$GUARD_NS" create token longhorn-guard --duration=2h) || die "cannot create a token for $GUARD_NS/longhorn-guard"
+	server=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')
+	ca_data=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+	ca_file=$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+	if [ -z "$ca_data" ] && [ -n "$ca_file" ]; then ca_data=$(base64 -w0 <"$ca_file"); fi
+	cat >"$1" <<-EOF
+		apiVersion: v1
+		kind: Config
+		clusters: [{name: e2e, cluster: {server: "$server", certificate-authority-data: "$ca_data"}}]
+		users: [{name: longhorn-guard, user: {token: "$token"}}]
+		contexts: [{name: e2e, context: {cluster: e2e, user: longhorn-guard}}]
+		current-context: e2e
+	EOF
+}

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Scale harness (`make scale`, docs/scale.md): loads a synthetic Longhorn state into the cluster
+# KUBECONFIG names (a bare kube-apiserver + etcd is enough: e2e/start-apiserver.sh), runs
+# `longhorn-guard serve` in watch mode as a local process on 127.0.0.1 and prints one table:
+# time to ready, RSS after sync and peak, eviction latency p50/p99 on a fresh and on a quiet
+# (confirmed) view, API requests per confirmation and the "could not confirm" count.
+#
+#   SCALE_NODES=10 SCALE_VOLUMES=1000 make scale
+#
+# Knobs (environment): SCALE_NODES (10), SCALE_VOLUMES (1000), SCALE_MAX_VIEW_AGE (5s: the
+# policy's drain.maxViewAge), SCALE_FRESH_REQUESTS (500), SCALE_QUIET_ROUNDS (10),
+# SCALE_CONCURRENCY (4: load client connections on the fresh view), SCALE_LOAD_CONCURRENCY
+# (32: API calls in flight while loading), SCALE_PORT (18453), LONGHORN_GUARD_BIN and
+# SCALE_EXAMPLES (the built binaries; make scale builds them in release mode).
+#
+# Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
+# CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
+# refuses to run where a real Longhorn or real scale-node-* Nodes exist.
+# Exit status: 0 table printed, 1 a phase failed (the table shows what was measured), 2 could not run.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+E2E="$ROOT/e2e"
+KUBECTL=${KUBECTL:-kubectl}
+BIN=${LONGHORN_GUARD_BIN:-$ROOT/target/release/longhorn-guard}
+EXAMPLES=${SCALE_EXAMPLES:-$ROOT/target/release/examples}
+CRDS=${E2E_CRDS:-$ROOT/../shared/fixtures/crds/longhorn-crds.yaml}
+NODES=${SCALE_NODES:-10}
+VOLUMES=${SCALE_VOLUMES:-1000}
+MAX_VIEW_AGE=${SCALE_MAX_VIEW_AGE:-5s}
+FRESH_REQUESTS=${SCALE_FRESH_REQUESTS:-500}
+QUIET_ROUNDS=${SCALE_QUIET_ROUNDS:-10}
+CONCURRENCY=${SCALE_CONCURRENCY:-4}
+LOAD_CONCURRENCY=${SCALE_LOAD_CONCURRENCY:-32}
+PORT=${SCALE_PORT:-18453}
+LH_NS=longhorn-system
+GUARD_NS=longhorn-guard
+LABEL=longhorn-guard-scale
+SCRIPT_NAME=scale
+# shellcheck source=e2e/lib.sh
+. "$E2E/lib.sh"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/longhorn-guard-scale.XXXXXX")
+SERVER_PID=
+HEARTBEAT_PID=
+CREATED_CRDS=0
+CREATED_LH_NS=0
+CREATED_GUARD_NS=0
+LOADED=0
+FAILED=0
+
+cleanup() {
+	set +e
+	log "cleanup"
+	[ -n "$HEARTBEAT_PID" ] && stop_pid "$HEARTBEAT_PID"
+	[ -n "$SERVER_PID" ] && stop_pid "$SERVER_PID"
+	[ "$LOADED" = 1 ] && "$EXAMPLES/scale_load" delete --concurrency "$LOAD_CONCURRENCY"
+	if [ "$CREATED_GUARD_NS" = 1 ]; then
+		k delete -f "$ROOT/manifests/base/rbac.yaml" --ignore-not-found >/dev/null
+		delete_ns "$GUARD_NS"
+	fi
+	k -n "$LH_NS" delete serviceaccount -l "$LABEL=true" --ignore-not-found >/dev/null 2>&1
+	k -n default delete serviceaccount -l "$LABEL=true" --ignore-not-found >/dev/null 2>&1
+	[ "$CREATED_CRDS" = 1 ] && k delete -f "$CRDS" --ignore-not-found --wait=false >/dev/null
+	[ "$CREATED_LH_NS" = 1 ] && delete_ns "$LH_NS"
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# now: seconds since the epoch with milliseconds.
+now() { date +%s.%3N; }
+# vm FIELD: a /proc/PID/status field of the server (VmRSS, VmHWM) in MiB.
+vm() { awk -v f="$1:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$SERVER_PID/status" 2>/dev/null; }
+# metric_sum FILE NAME: the sum of every sample of counter NAME in a /metrics dump, or empty.
+metric_sum() {
+	awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $NF; found = 1 } END { if (found) printf "%.0f", s }' "$1"
+}
+# field JSON KEY: a top-level number (or null) from admission_load's one-line summary.
+field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
+count() { local v; v=$(field "$1" "$2"); printf '%s' "${v:-0}"; }
+ms() { [ -n "$1" ] && [ "$1" != null ] && printf '%s ms' "$1" || printf 'n/a'; }
+
+# ---------------------------------------------------------------- preflight
+log "preflight: $NODES nodes, $VOLUMES volumes x 3 replicas"
+preflight_api
+for b in "$BIN" "$EXAMPLES/scale_load" "$EXAMPLES/admission_load"; do
+	[ -x "$b" ] || die "$b not found (make scale builds it; or set LONGHORN_GUARD_BIN / SCALE_EXAMPLES)"
+done
+case $NODES$VOLUMES in *[!0-9]*) die "SCALE_NODES and SCALE_VOLUMES must be whole numbers" ;; esac
+[ "$NODES" -ge 3 ] || die "SCALE_NODES must be at least 3 (3 replicas on distinct nodes)"
+max_view_age_s=$(awk -v d="$MAX_VIEW_AGE" 'BEGIN { if (d ~ /^[0-9]+s$/) print d + 0 }')
+[ -n "$max_view_age_s" ] || die "SCALE_MAX_VIEW_AGE must be whole seconds such as 3s, got $MAX_VIEW_AGE"
+nodes_to_check=()
+for ((n = 0; n < NODES; n++)); do nodes_to_check+=("$(printf 'scale-node-%03d' "$n")"); done
+refuse_real_longhorn "$LABEL" "${nodes_to_check[@]}"
+
+# ---------------------------------------------------------------- state
+log "Longhorn CRDs, namespace and synthetic state"
+ensure_longhorn "$LABEL"
+k get namespace "$GUARD_NS" >/dev/null 2>&1 || CREATED_GUARD_NS=1
+LOADED=1
+"$EXAMPLES/scale_load" delete --concurrency "$LOAD_CONCURRENCY" # leftovers of an interrupted run
+t0=$(now)
+"$EXAMPLES/scale_load" load --nodes "$NODES" --volumes "$VOLUMES" --concurrency "$LOAD_CONCURRENCY" ||
+	die "loading the synthetic state failed"
+load_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+echo "    loaded in ${load_s}s"
+
+# The storage node (the last) holds replicas and no engine: evicting its instance manager is
+# safe. Names as in src/synthetic.rs.
+storage=$((NODES - 1))
+storage_im=$(printf 'instance-manager-5ca1e%027x' "$storage")
+
+# ---------------------------------------------------------------- serve
+log "longhorn-guard serve (watch mode) on 127.0.0.1:$PORT, drain.maxViewAge $MAX_VIEW_AGE"
+"$BIN" certs --out "$WORK/certs" --ip 127.0.0.1 >/dev/null || die "longhorn-guard certs failed"
+guard_kubeconfig "$WORK/sa.kubeconfig"
+printf 'drain:\n  maxViewAge: %s\n' "$MAX_VIEW_AGE" >"$WORK/policy.yaml"
+ready() { curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null; }
+t0=$(now)
+KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} "$BIN" serve \
+	--tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" --policy "$WORK/policy.yaml" >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+until ready; do
+	if gone_pid "$SERVER_PID" || [ "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print (b - a > 600) }')" = 1 ]; then
+		tail -n 20 "$WORK/server.log" | sed 's/^/    /'
+		die "longhorn-guard did not become ready within 600s"
+	fi
+	sleep 0.1
+done
+ready_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+sleep 1
+rss_sync=$(vm VmRSS)
+echo "    ready after ${ready_s}s; RSS ${rss_sync} MiB"
+
+load_client() { "$EXAMPLES/admission_load" --url "https://127.0.0.1:$PORT/validate" --ca "$WORK/certs/ca.crt" --pod "$storage_im" "$@"; }
+
+# ---------------------------------------------------------------- fresh view
+log "fresh view: $FRESH_REQUESTS evictions of $storage_im, $CONCURRENCY connections, a heartbeat write every second"
+"$EXAMPLES/scale_load" heartbeat --interval 1s &
+HEARTBEAT_PID=$!
+sleep 2
+set +e
+fresh=$(load_client --requests "$FRESH_REQUESTS" --concurrency "$CONCURRENCY")
+[ $? -eq 0 ] || FAILED=1
+set -e
+echo "    $fresh"
+stop_pid "$HEARTBEAT_PID"
+HEARTBEAT_PID=
+
+# ---------------------------------------------------------------- quiet view
+pause=$((max_view_age_s + 1))
+log "quiet view: $QUIET_ROUNDS evictions, each after ${pause}s without writes (confirmed)"
+curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.before" || true
+set +e
+quiet=$(load_client --requests 1 --rounds "$QUIET_ROUNDS" --pause "${pause}s" --concurrency 1)
+[ $? -eq 0 ] || FAILED=1
+set -e
+echo "    $quiet"
+curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.after" || true
+rss_now=$(vm VmRSS)
+rss_peak=$(vm VmHWM)
+
+per_confirmation=n/a
+requests_before=$(metric_sum "$WORK/metrics.before" longhorn_guard_api_requests_total)
+requests_after=$(metric_sum "$WORK/metrics.after" longhorn_guard_api_requests_total)
+confirmations_before=$(metric_sum "$WORK/metrics.before" longhorn_guard_confirmations_total)
+confirmations_after=$(metric_sum "$WORK/metrics.after" longhorn_guard_confirmations_total)
+if [ -n "$requests_after" ] && [ -n "$confirmations_after" ]; then
+	per_confirmation=$(awk -v r=$((requests_after - ${requests_before:-0})) -v c=$((confirmations_after - ${confirmations_before:-0})) \
+		'BEGIN { if (c > 0) printf "%.1f (%d requests / %d confirmations)", r / c, r, c; else print "n/a (no confirmation counted)" }')
+fi
+unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm)))
+
+# ---------------------------------------------------------------- table
+log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf 'scale-node-%03d' "$storage") with about $((3 * VOLUMES / NODES)) replicas"
+{
+	printf '%-44s %s\n' "metric" "value"
+	printf '%-44s %s\n' "state loaded (API calls, $LOAD_CONCURRENCY in flight)" "${load_s} s"
+	printf '%-44s %s\n' "time to ready (start -> /readyz 200)" "${ready_s} s"
+	printf '%-44s %s\n' "RSS after sync" "${rss_sync:-n/a} MiB"
+	printf '%-44s %s\n' "RSS at the end" "${rss_now:-n/a} MiB"
+	printf '%-44s %s\n' "peak RSS (VmHWM)" "${rss_peak:-n/a} MiB"
+	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, fresh view" "$(ms "$(field "$fresh" p50_ms)")" \
+		"$(ms "$(field "$fresh" p99_ms)")" "$(field "$fresh" requests)" "$(field "$fresh" allowed)"
+	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (confirmed)" "$(ms "$(field "$quiet" p50_ms)")" \
+		"$(ms "$(field "$quiet" p99_ms)")" "$(field "$quiet" requests)" "$(field "$quiet" allowed)"
+	printf '%-44s %s\n' "API requests per confirmation" "$per_confirmation"
+	printf '%-44s %s\n' "\"could not confirm\" answers" "$unconfirmed"
+} | tee "$WORK/table.txt"
+if [ -n "${SCALE_TABLE_OUT:-}" ]; then cp "$WORK/table.txt" "$SCALE_TABLE_OUT"; fi
+log "longhorn-guard log (last 5 lines)"
+tail -n 5 "$WORK/server.log" | cut -c1-300 | sed 's/^/    /'
+exit "$FAILED"

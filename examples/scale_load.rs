@@ -1,0 +1,241 @@
+//! Loads, touches and deletes the synthetic Longhorn state of the scale harness
+//! (`e2e/scale.sh`) in the cluster KUBECONFIG names, with direct API calls in parallel.
+//!
+//! ```text
+//! cargo run --example scale_load -- load --nodes 10 --volumes 1000 [--concurrency 32]
+//! cargo run --example scale_load -- heartbeat [--interval 1s]   # until SIGTERM/Ctrl-C
+//! cargo run --example scale_load -- delete [--concurrency 32]
+//! ```
+//!
+//! `load` creates every object of [`Synthetic`] (status stripped), then writes its status
+//! through the status subresource; an object that already exists is an error (run `delete`
+//! first). `heartbeat` patches an annotation on one synthetic object of every kind each
+//! interval, so every watch of the guard sees events and its view stays fresh. `delete`
+//! removes every object labelled `longhorn-guard-scale=true` (pods with grace period 0).
+//! Exit status: 0 done, 1 an API call failed (the first error on stderr), 2 bad arguments.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use futures::TryStreamExt as _;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use longhorn_guard::cluster::LONGHORN_NAMESPACE;
+use longhorn_guard::synthetic::{Group, Synthetic, LABEL};
+use serde_json::{json, Value};
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+#[derive(Parser)]
+#[command(about = "Load, touch or delete the scale harness's synthetic Longhorn state")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the synthetic state and write its status.
+    Load {
+        #[arg(long, default_value_t = 10)]
+        nodes: usize,
+        #[arg(long, default_value_t = 1_000)]
+        volumes: usize,
+        /// API calls in flight at once.
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=512))]
+        concurrency: u16,
+    },
+    /// Patch one object of every kind each interval, until SIGTERM or Ctrl-C.
+    Heartbeat {
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+        interval: Duration,
+    },
+    /// Delete every synthetic object.
+    Delete {
+        #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=512))]
+        concurrency: u16,
+    },
+}
+
+fn api(client: &Client, group: Group) -> Api<DynamicObject> {
+    let r = group.resource();
+    let api_version =
+        if r.group.is_empty() { r.version.to_string() } else { format!("{}/{}", r.group, r.version) };
+    let ar = ApiResource {
+        group: r.group.to_string(),
+        version: r.version.to_string(),
+        api_version,
+        kind: r.kind.to_string(),
+        plural: r.plural.to_string(),
+    };
+    if r.namespaced {
+        Api::namespaced_with(client.clone(), LONGHORN_NAMESPACE, &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    }
+}
+
+fn selector() -> ListParams {
+    ListParams::default().labels(&format!("{LABEL}=true"))
+}
+
+/// Creates one object without its status, then writes the status through the subresource.
+async fn create(api: &Api<DynamicObject>, group: Group, mut object: Value) -> Result<(), Error> {
+    let status = object.as_object_mut().and_then(|o| o.remove("status"));
+    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let what = format!("{} {name}", group.resource().plural);
+    let typed: DynamicObject = serde_json::from_value(object).map_err(|e| format!("{what}: {e}"))?;
+    api.create(&PostParams::default(), &typed).await.map_err(|e| format!("create {what}: {e}"))?;
+    if let Some(status) = status.filter(|_| group.has_status()) {
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+            .await
+            .map_err(|e| format!("status of {what}: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn load(client: Client, synthetic: Synthetic, concurrency: usize) -> Result<(), Error> {
+    let started = Instant::now();
+    let mut total = 0;
+    for group in Group::ALL {
+        let t = Instant::now();
+        let api = api(&client, group);
+        futures::stream::iter(synthetic.objects(group).map(Ok::<_, Error>))
+            .try_for_each_concurrent(concurrency, |object| {
+                let api = api.clone();
+                async move { create(&api, group, object).await }
+            })
+            .await?;
+        let n = synthetic.count(group);
+        total += n;
+        eprintln!(
+            "scale_load: {n:>6} {:<16} in {:>6.1}s",
+            group.resource().plural,
+            t.elapsed().as_secs_f64()
+        );
+    }
+    eprintln!("scale_load: {total} objects loaded in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+async fn heartbeat(client: Client, interval: Duration) -> Result<(), Error> {
+    let mut targets = Vec::new();
+    for group in Group::ALL {
+        let api = api(&client, group);
+        let first =
+            api.list_metadata(&selector().limit(1)).await.map_err(|e| format!("list {group:?}: {e}"))?;
+        match first.items.first().and_then(|o| o.metadata.name.clone()) {
+            Some(name) => targets.push((api, name)),
+            None => {
+                return Err(
+                    format!("no synthetic {} to touch: run load first", group.resource().plural).into()
+                )
+            }
+        }
+    }
+    let mut tick = tokio::time::interval(interval);
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    for beat in 0u64.. {
+        tokio::select! {
+            _ = &mut stop => break,
+            _ = tick.tick() => {}
+        }
+        let patch = json!({"metadata": {"annotations": {format!("{LABEL}/heartbeat"): beat.to_string()}}});
+        // All kinds at once: a slow API server must not leave one kind's watch without events.
+        futures::future::try_join_all(targets.iter().map(|(api, name)| {
+            let patch = &patch;
+            async move {
+                api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(|e| format!("heartbeat on {name}: {e}"))
+            }
+        }))
+        .await?;
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+async fn delete(client: Client, concurrency: usize) -> Result<(), Error> {
+    let started = Instant::now();
+    let mut total = 0;
+    for group in Group::ALL.into_iter().rev() {
+        let api = api(&client, group);
+        let names: Vec<String> = match api.list_metadata(&selector()).await {
+            Ok(list) => list.items.into_iter().filter_map(|o| o.metadata.name).collect(),
+            // The CRDs (or the namespace) are not there: nothing of ours to delete.
+            Err(kube::Error::Api(e)) if e.code == 404 => continue,
+            Err(e) => return Err(format!("list {}: {e}", group.resource().plural).into()),
+        };
+        total += names.len();
+        let params = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+        futures::stream::iter(names.into_iter().map(Ok::<_, Error>))
+            .try_for_each_concurrent(concurrency, |name| {
+                let (api, params) = (api.clone(), params.clone());
+                async move {
+                    match api.delete(&name, &params).await {
+                        Ok(_) => Ok(()),
+                        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+                        Err(e) => Err(format!("delete {} {name}: {e}", group.resource().plural).into()),
+                    }
+                }
+            })
+            .await?;
+    }
+    eprintln!("scale_load: {total} objects deleted in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = match Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("scale_load: no Kubernetes client from KUBECONFIG: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Load { nodes, volumes, concurrency } => match Synthetic::new(nodes, volumes) {
+            Ok(synthetic) => load(client, synthetic, concurrency.into()).await,
+            Err(e) => {
+                eprintln!("scale_load: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Command::Heartbeat { interval } => heartbeat(client, interval).await,
+        Command::Delete { concurrency } => delete(client, concurrency.into()).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale_load: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The baseline of `make bench-https`: an HTTPS server on the same rustls / tokio-rustls /
+//! hyper HTTP/1.1 stack and TLS configuration as `longhorn-guard serve`, answering every
+//! request (after reading its body) with one fixed AdmissionReview allow.
+//!
+//! ```text
+//! cargo run --release --example static_server -- --tls-dir certs/dev --listen 127.0.0.1:18444
+//! ```
+//!
+//! Prints `listening on ADDR` once bound; stops on SIGTERM or Ctrl-C. Exit status: 0 after a
+//! signal, 1 when it cannot start.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use longhorn_guard::tls::{provider, server_config, ReloadingCert, TlsFiles};
+use tokio::net::TcpListener;
+
+/// The answer to every request: an allow for the uid of the shared eviction fixture.
+const ANSWER: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"1f682fde-188d-4d35-a16d-fdf844d8208c","allowed":true}}"#;
+
+#[derive(Parser)]
+#[command(about = "Static-answer HTTPS AdmissionReview server (bench-https baseline)")]
+struct Args {
+    /// Directory holding tls.crt and tls.key (as written by `longhorn-guard certs`).
+    #[arg(long, value_name = "DIR")]
+    tls_dir: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:18444")]
+    listen: SocketAddr,
+}
+
+async fn answer(req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
+    // Read the whole body, as the real server does before deciding.
+    let _body = req.into_body().collect().await?;
+    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(ANSWER.as_bytes())));
+    resp.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    Ok(resp)
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let cert = ReloadingCert::load(TlsFiles::in_dir(&args.tls_dir), provider()).map_err(|e| e.to_string())?;
+    let config = server_config(Arc::new(cert)).map_err(|e| e.to_string())?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind(args.listen).await.map_err(|e| format!("bind {}: {e}", args.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("listening on {addr}");
+    loop {
+        let (tcp, _) = tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = terminated() => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(_) => continue,
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else { return };
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).keep_alive(true);
+            let _ = builder.serve_connection(TokioIo::new(tls), hyper::service::service_fn(answer)).await;
+        });
+    }
+}
+
+#[cfg(unix)]
+async fn terminated() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            term.recv().await;
+        }
+        Err(_) => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn terminated() {
+    std::future::pending::<()>().await
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match serve(Args::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("static_server: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

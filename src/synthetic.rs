@@ -1,0 +1,502 @@
+//! A healthy, fully attached synthetic Longhorn cluster of any size, as the API objects
+//! `kubectl get -o json` prints, for the scale harness, `make bench-https` and tests.
+//!
+//! `nodes` nodes (each: a core Node, a Longhorn Node with one disk, a running aio v1
+//! InstanceManager and its Running pod) and `volumes` volumes with three replicas each, all
+//! healthy (`RW` in the engine's `replicaModeMap`, `healthyAt` set). Replica `r` of volume `v`
+//! is on node `(v + r) mod nodes`, so each node holds about `3 × volumes / nodes` replicas.
+//! Volumes are attached (engine running) on every node but the last, the
+//! [`Synthetic::storage_node`]: evicting its instance manager is safe, evicting any other one
+//! is denied (attached volumes). Every instance manager lists its engines and replicas in
+//! `status.instanceEngines` / `status.instanceReplicas`. Every object carries the label
+//! [`LABEL`]`=true`.
+
+use serde_json::{json, Map, Value};
+
+use crate::cluster::{LONGHORN_API_VERSION, LONGHORN_NAMESPACE};
+
+/// Label key set to `"true"` on every synthetic object (the harness deletes by it).
+pub const LABEL: &str = "longhorn-guard-scale";
+/// Replicas per volume.
+pub const REPLICAS: usize = 3;
+/// Most nodes a synthetic cluster may have.
+pub const MAX_NODES: usize = 5_000;
+/// Most volumes a synthetic cluster may have.
+pub const MAX_VOLUMES: usize = 1_000_000;
+
+const ENGINE_IMAGE: &str = "longhornio/longhorn-engine:v1.12.1";
+const IM_IMAGE: &str = "longhornio/longhorn-instance-manager:v1.12.1";
+const DISK: &str = "default-disk-5ca1e000";
+const VOLUME_SIZE: &str = "1073741824";
+
+/// Why a synthetic cluster cannot be built with the sizes asked for.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SyntheticError {
+    #[error("nodes must be {REPLICAS}..={MAX_NODES} (3 replicas on distinct nodes), got {0}")]
+    Nodes(usize),
+    #[error("volumes must be 1..={MAX_VOLUMES}, got {0}")]
+    Volumes(usize),
+}
+
+/// One group of objects; [`Group::ALL`] is a valid creation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    StorageClass,
+    Setting,
+    Node,
+    LonghornNode,
+    InstanceManager,
+    InstanceManagerPod,
+    Volume,
+    Engine,
+    Replica,
+}
+
+impl Group {
+    /// Every group, in an order that creates nothing before what it names.
+    pub const ALL: [Group; 9] = [
+        Self::StorageClass,
+        Self::Setting,
+        Self::Node,
+        Self::LonghornNode,
+        Self::InstanceManager,
+        Self::InstanceManagerPod,
+        Self::Volume,
+        Self::Engine,
+        Self::Replica,
+    ];
+
+    /// Where the API server keeps this group's objects.
+    pub fn resource(self) -> Resource {
+        let (group, version, kind, plural, namespaced) = match self {
+            Self::StorageClass => ("storage.k8s.io", "v1", "StorageClass", "storageclasses", false),
+            Self::Setting => ("longhorn.io", "v1beta2", "Setting", "settings", true),
+            Self::Node => ("", "v1", "Node", "nodes", false),
+            Self::LonghornNode => ("longhorn.io", "v1beta2", "Node", "nodes", true),
+            Self::InstanceManager => ("longhorn.io", "v1beta2", "InstanceManager", "instancemanagers", true),
+            Self::InstanceManagerPod => ("", "v1", "Pod", "pods", true),
+            Self::Volume => ("longhorn.io", "v1beta2", "Volume", "volumes", true),
+            Self::Engine => ("longhorn.io", "v1beta2", "Engine", "engines", true),
+            Self::Replica => ("longhorn.io", "v1beta2", "Replica", "replicas", true),
+        };
+        Resource { group, version, kind, plural, namespaced }
+    }
+
+    /// True for objects whose `status` the API server only takes through the status
+    /// subresource (everything but Settings' `value` and the StorageClass).
+    pub fn has_status(self) -> bool {
+        !matches!(self, Self::StorageClass)
+    }
+}
+
+/// An API resource: group (empty for core), version, kind, plural, and whether it is namespaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resource {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub namespaced: bool,
+}
+
+/// The shape of a synthetic cluster; objects are generated on demand, one group at a time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Synthetic {
+    nodes: usize,
+    volumes: usize,
+    /// RFC 3339 time written into `healthyAt` / `lastHealthyAt` and transition times.
+    pub timestamp: String,
+}
+
+impl Synthetic {
+    /// A cluster of `nodes` nodes and `volumes` volumes (3 replicas each).
+    pub fn new(nodes: usize, volumes: usize) -> Result<Self, SyntheticError> {
+        if !(REPLICAS..=MAX_NODES).contains(&nodes) {
+            return Err(SyntheticError::Nodes(nodes));
+        }
+        if !(1..=MAX_VOLUMES).contains(&volumes) {
+            return Err(SyntheticError::Volumes(volumes));
+        }
+        Ok(Self { nodes, volumes, timestamp: "2026-11-30T10:00:00Z".to_string() })
+    }
+
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    pub fn volumes(&self) -> usize {
+        self.volumes
+    }
+
+    /// Name of node `n` (core and Longhorn Node alike).
+    pub fn node_name(n: usize) -> String {
+        format!("scale-node-{n:03}")
+    }
+
+    /// Name of node `n`'s instance manager, which is also its pod's name.
+    pub fn instance_manager_name(n: usize) -> String {
+        format!("instance-manager-5ca1e{n:027x}")
+    }
+
+    /// Name of volume `v`.
+    pub fn volume_name(v: usize) -> String {
+        format!("pvc-scale-{v:07}")
+    }
+
+    /// The node volume `v` is attached on (its engine runs there): never the storage node.
+    pub fn attached_node(&self, v: usize) -> usize {
+        v % (self.nodes - 1)
+    }
+
+    /// The node that holds replicas and no engine (the last one): draining it is safe.
+    pub fn storage_node(&self) -> usize {
+        self.nodes - 1
+    }
+
+    /// The node of replica `r` of volume `v`: node `v mod nodes` and the next two.
+    pub fn replica_node(&self, v: usize, r: usize) -> usize {
+        (v + r) % self.nodes
+    }
+
+    /// How many replicas node `n` holds.
+    pub fn replicas_on_node(&self, n: usize) -> usize {
+        (0..REPLICAS).map(|r| self.volumes_with(n, r).count()).sum()
+    }
+
+    /// How many objects [`Synthetic::objects`] yields for `group`.
+    pub fn count(&self, group: Group) -> usize {
+        match group {
+            Group::StorageClass => 1,
+            Group::Setting => SETTINGS.len(),
+            Group::Node | Group::LonghornNode | Group::InstanceManager | Group::InstanceManagerPod => {
+                self.nodes
+            }
+            Group::Volume | Group::Engine => self.volumes,
+            Group::Replica => self.volumes * REPLICAS,
+        }
+    }
+
+    /// Every object of `group`, with its `status` (a creator strips it and writes it through
+    /// the status subresource).
+    pub fn objects(&self, group: Group) -> Box<dyn Iterator<Item = Value> + '_> {
+        match group {
+            Group::StorageClass => Box::new(std::iter::once(self.storage_class())),
+            Group::Setting => Box::new(SETTINGS.iter().map(|(name, value)| self.setting(name, value))),
+            Group::Node => Box::new((0..self.nodes).map(|n| self.node(n))),
+            Group::LonghornNode => Box::new((0..self.nodes).map(|n| self.longhorn_node(n))),
+            Group::InstanceManager => Box::new((0..self.nodes).map(|n| self.instance_manager(n))),
+            Group::InstanceManagerPod => Box::new((0..self.nodes).map(|n| self.instance_manager_pod(n))),
+            Group::Volume => Box::new((0..self.volumes).map(|v| self.volume(v))),
+            Group::Engine => Box::new((0..self.volumes).map(|v| self.engine(v))),
+            Group::Replica => {
+                Box::new((0..self.volumes).flat_map(move |v| (0..REPLICAS).map(move |r| self.replica(v, r))))
+            }
+        }
+    }
+
+    /// The whole cluster as one `kind: List`, the snapshot format of `serve --state`.
+    pub fn list(&self) -> Value {
+        let items: Vec<Value> = Group::ALL.iter().flat_map(|g| self.objects(*g)).collect();
+        json!({"apiVersion": "v1", "kind": "List", "items": items})
+    }
+
+    /// Volumes with replica `r` on node `n`, in increasing order.
+    fn volumes_with(&self, n: usize, r: usize) -> impl Iterator<Item = usize> {
+        let first = (n + self.nodes - r % self.nodes) % self.nodes;
+        (first..self.volumes).step_by(self.nodes)
+    }
+
+    fn ip(n: usize) -> String {
+        format!("10.{}.{}.{}", 42 + n / 62_500, (n / 250) % 250, n % 250 + 1)
+    }
+
+    /// The replica's `ip:port`; ports stay in 10000..60000 (they only need to be consistent).
+    fn replica_address(&self, v: usize, r: usize) -> String {
+        let port = 10_000 + ((v / self.nodes) * REPLICAS + r) % 50_000;
+        format!("{}:{port}", Self::ip(self.replica_node(v, r)))
+    }
+
+    fn replica_name(v: usize, r: usize) -> String {
+        format!("{}-r-{r:08x}", Self::volume_name(v))
+    }
+
+    fn engine_name(v: usize) -> String {
+        format!("{}-e-0", Self::volume_name(v))
+    }
+
+    fn meta(name: &str, namespaced: bool, extra: &[(&str, String)]) -> Value {
+        let mut labels = Map::new();
+        for (k, v) in extra {
+            labels.insert((*k).to_string(), Value::String(v.clone()));
+        }
+        labels.insert(LABEL.to_string(), json!("true"));
+        let mut meta = json!({"name": name, "labels": labels});
+        if namespaced {
+            meta["namespace"] = json!(LONGHORN_NAMESPACE);
+        }
+        meta
+    }
+
+    fn condition(&self, type_: &str, status: &str) -> Value {
+        json!({"type": type_, "status": status, "reason": "", "message": "",
+               "lastProbeTime": "", "lastTransitionTime": self.timestamp})
+    }
+
+    fn storage_class(&self) -> Value {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+               "metadata": Self::meta(LABEL, false, &[]), "provisioner": "driver.longhorn.io",
+               "allowVolumeExpansion": true, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+               "parameters": {"numberOfReplicas": "3", "staleReplicaTimeout": "30", "dataEngine": "v1"}})
+    }
+
+    fn setting(&self, name: &str, value: &str) -> Value {
+        json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Setting",
+               "metadata": Self::meta(name, true, &[]), "value": value, "status": {"applied": true}})
+    }
+
+    fn node(&self, n: usize) -> Value {
+        let name = Self::node_name(n);
+        json!({"apiVersion": "v1", "kind": "Node",
+               "metadata": Self::meta(&name, false, &[("kubernetes.io/hostname", name.clone()), ("kubernetes.io/os", "linux".into())]),
+               "spec": {},
+               "status": {"addresses": [{"type": "InternalIP", "address": Self::ip(n)}, {"type": "Hostname", "address": name}],
+                          "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                          "message": "kubelet is posting ready status",
+                                          "lastHeartbeatTime": self.timestamp, "lastTransitionTime": self.timestamp}]}})
+    }
+
+    fn longhorn_node(&self, n: usize) -> Value {
+        let name = Self::node_name(n);
+        json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Node",
+               "metadata": Self::meta(&name, true, &[]),
+               "spec": {"name": name, "allowScheduling": true, "evictionRequested": false, "tags": [],
+                        "disks": {DISK: {"allowScheduling": true, "evictionRequested": false, "diskType": "filesystem",
+                                         "path": "/var/lib/longhorn/", "storageReserved": 0, "tags": []}}},
+               "status": {"autoEvicting": false, "region": "", "zone": "",
+                          "conditions": [self.condition("Ready", "True"), self.condition("Schedulable", "True")],
+                          "diskStatus": {DISK: {"diskName": DISK, "diskPath": "/var/lib/longhorn/", "diskType": "filesystem",
+                                                "diskUUID": Self::disk_uuid(n),
+                                                "instanceManagerName": Self::instance_manager_name(n),
+                                                "conditions": [self.condition("Ready", "True"), self.condition("Schedulable", "True")]}}}})
+    }
+
+    fn disk_uuid(n: usize) -> String {
+        format!("5ca1e000-0000-4000-8000-{n:012x}")
+    }
+
+    fn instance(name: &str, kind: &str, port: u32) -> Value {
+        json!({"spec": {"name": name, "dataEngine": "v1"},
+               "status": {"state": "running", "type": kind, "errorMsg": "", "listen": "", "endpoint": "",
+                          "portStart": port, "portEnd": port, "resourceVersion": 0}})
+    }
+
+    fn instance_manager(&self, n: usize) -> Value {
+        let name = Self::instance_manager_name(n);
+        let mut engines = Map::new();
+        let attached = (n < self.storage_node()).then(|| (n..self.volumes).step_by(self.nodes - 1));
+        for v in attached.into_iter().flatten() {
+            engines.insert(Self::engine_name(v), Self::instance(&Self::engine_name(v), "engine", 0));
+        }
+        let mut replicas = Map::new();
+        for r in 0..REPLICAS {
+            for v in self.volumes_with(n, r) {
+                let name = Self::replica_name(v, r);
+                replicas.insert(name.clone(), Self::instance(&name, "replica", 0));
+            }
+        }
+        json!({"apiVersion": LONGHORN_API_VERSION, "kind": "InstanceManager",
+               "metadata": Self::meta(&name, true, &Self::im_labels(n)),
+               "spec": {"nodeID": Self::node_name(n), "type": "aio", "dataEngine": "v1", "image": IM_IMAGE},
+               "status": {"currentState": "running", "ownerID": Self::node_name(n), "ip": Self::ip(n),
+                          "apiMinVersion": 1, "apiVersion": 6, "proxyApiMinVersion": 1, "proxyApiVersion": 6,
+                          "instanceEngines": engines, "instanceReplicas": replicas}})
+    }
+
+    fn im_labels(n: usize) -> [(&'static str, String); 5] {
+        [
+            ("longhorn.io/component", "instance-manager".into()),
+            ("longhorn.io/data-engine", "v1".into()),
+            ("longhorn.io/instance-manager-type", "aio".into()),
+            ("longhorn.io/managed-by", "longhorn-manager".into()),
+            ("longhorn.io/node", Self::node_name(n)),
+        ]
+    }
+
+    fn instance_manager_pod(&self, n: usize) -> Value {
+        let name = Self::instance_manager_name(n);
+        json!({"apiVersion": "v1", "kind": "Pod",
+               "metadata": Self::meta(&name, true, &Self::im_labels(n)),
+               "spec": {"nodeName": Self::node_name(n), "restartPolicy": "Never", "automountServiceAccountToken": false,
+                        "containers": [{"name": "instance-manager", "image": IM_IMAGE,
+                                        "args": ["instance-manager", "--debug", "daemon", "--listen", ":8500"]}]},
+               "status": {"phase": "Running", "podIP": Self::ip(n), "hostIP": Self::ip(n), "startTime": self.timestamp,
+                          "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": self.timestamp}],
+                          "containerStatuses": [{"name": "instance-manager", "image": IM_IMAGE, "imageID": "",
+                                                 "ready": true, "started": true, "restartCount": 0,
+                                                 "state": {"running": {"startedAt": self.timestamp}}}]}})
+    }
+
+    fn volume(&self, v: usize) -> Value {
+        let name = Self::volume_name(v);
+        let node = Self::node_name(self.attached_node(v));
+        json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Volume",
+               "metadata": Self::meta(&name, true, &[("longhornvolume", name.clone())]),
+               "spec": {"numberOfReplicas": REPLICAS, "size": VOLUME_SIZE, "frontend": "blockdev", "dataEngine": "v1",
+                        "accessMode": "rwo", "dataLocality": "disabled", "image": ENGINE_IMAGE, "nodeID": node,
+                        "staleReplicaTimeout": 30},
+               "status": {"state": "attached", "robustness": "healthy", "currentNodeID": node, "ownerID": node,
+                          "currentImage": ENGINE_IMAGE, "frontendDisabled": false,
+                          "kubernetesStatus": {"namespace": "default", "pvName": name, "pvStatus": "Bound",
+                                               "pvcName": format!("data-{name}")}}})
+    }
+
+    fn engine(&self, v: usize) -> Value {
+        let name = Self::engine_name(v);
+        let n = self.attached_node(v);
+        let mut addresses = Map::new();
+        let mut modes = Map::new();
+        let mut times = Map::new();
+        for r in 0..REPLICAS {
+            let replica = Self::replica_name(v, r);
+            addresses.insert(replica.clone(), json!(self.replica_address(v, r)));
+            modes.insert(replica.clone(), json!("RW"));
+            times.insert(replica, json!(self.timestamp));
+        }
+        json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Engine",
+               "metadata": Self::meta(&name, true, &[("longhornvolume", Self::volume_name(v)), ("longhornnode", Self::node_name(n))]),
+               "spec": {"volumeName": Self::volume_name(v), "volumeSize": VOLUME_SIZE, "nodeID": Self::node_name(n),
+                        "active": true, "desireState": "running", "dataEngine": "v1", "frontend": "blockdev",
+                        "image": ENGINE_IMAGE, "replicaAddressMap": addresses.clone()},
+               "status": {"currentState": "running", "started": true, "instanceManagerName": Self::instance_manager_name(n),
+                          "ownerID": Self::node_name(n), "ip": Self::ip(n), "storageIP": Self::ip(n), "port": 10_000,
+                          "currentImage": ENGINE_IMAGE, "endpoint": format!("/dev/longhorn/{}", Self::volume_name(v)),
+                          "currentReplicaAddressMap": addresses, "replicaModeMap": modes,
+                          "replicaTransitionTimeMap": times, "rebuildStatus": {}}})
+    }
+
+    fn replica(&self, v: usize, r: usize) -> Value {
+        let name = Self::replica_name(v, r);
+        let n = self.replica_node(v, r);
+        let address = self.replica_address(v, r);
+        let port: u64 = address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(10_000);
+        json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Replica",
+               "metadata": Self::meta(&name, true, &[("longhornvolume", Self::volume_name(v)), ("longhornnode", Self::node_name(n)),
+                                                     ("longhorndiskuuid", Self::disk_uuid(n))]),
+               "spec": {"volumeName": Self::volume_name(v), "volumeSize": VOLUME_SIZE, "nodeID": Self::node_name(n),
+                        "engineName": Self::engine_name(v), "active": true, "desireState": "running", "dataEngine": "v1",
+                        "image": ENGINE_IMAGE, "diskID": Self::disk_uuid(n), "diskPath": "/var/lib/longhorn/",
+                        "dataDirectoryName": format!("{}-{r:08x}", Self::volume_name(v)),
+                        "healthyAt": self.timestamp, "lastHealthyAt": self.timestamp, "failedAt": "", "lastFailedAt": "",
+                        "evictionRequested": false, "hardNodeAffinity": ""},
+               "status": {"currentState": "running", "started": true, "instanceManagerName": Self::instance_manager_name(n),
+                          "ownerID": Self::node_name(n), "ip": Self::ip(n), "storageIP": Self::ip(n), "port": port,
+                          "currentImage": ENGINE_IMAGE}})
+    }
+}
+
+const SETTINGS: [(&str, &str); 4] = [
+    ("default-replica-count", r#"{"v1":"3","v2":"3"}"#),
+    ("node-drain-policy", "block-if-contains-last-replica"),
+    ("storage-network", ""),
+    ("default-instance-manager-image", IM_IMAGE),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    #[test]
+    fn sizes_out_of_range_are_errors() {
+        assert_eq!(Synthetic::new(2, 10), Err(SyntheticError::Nodes(2)));
+        assert_eq!(Synthetic::new(MAX_NODES + 1, 10), Err(SyntheticError::Nodes(MAX_NODES + 1)));
+        assert_eq!(Synthetic::new(3, 0), Err(SyntheticError::Volumes(0)));
+        assert!(Synthetic::new(3, 1).is_ok());
+    }
+
+    #[test]
+    fn counts_match_what_is_generated() {
+        let s = Synthetic::new(7, 101).unwrap();
+        for g in Group::ALL {
+            assert_eq!(s.objects(g).count(), s.count(g), "{g:?}");
+        }
+        assert_eq!(s.count(Group::Replica), 303);
+    }
+
+    #[test]
+    fn replicas_of_a_volume_are_on_distinct_nodes_and_no_engine_on_the_storage_node() {
+        for nodes in [3, 4, 10, 13, 30] {
+            let s = Synthetic::new(nodes, 200).unwrap();
+            for v in 0..200 {
+                let on: BTreeSet<usize> = (0..REPLICAS).map(|r| s.replica_node(v, r)).collect();
+                assert_eq!(on.len(), REPLICAS, "nodes={nodes} v={v}");
+                assert_ne!(s.attached_node(v), s.storage_node());
+            }
+        }
+    }
+
+    /// The instance managers' instance maps, the replicas' nodes and the engines' replica maps
+    /// all describe the same placement.
+    #[test]
+    fn instance_managers_list_exactly_the_instances_on_their_node() {
+        let s = Synthetic::new(10, 1_000).unwrap();
+        let mut replicas_by_im: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for rep in s.objects(Group::Replica) {
+            let im = rep["status"]["instanceManagerName"].as_str().unwrap().to_string();
+            let node = rep["spec"]["nodeID"].as_str().unwrap();
+            let n: usize = node.trim_start_matches("scale-node-").parse().unwrap();
+            assert_eq!(im, Synthetic::instance_manager_name(n));
+            replicas_by_im
+                .entry(im)
+                .or_default()
+                .insert(rep["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        let mut engines_by_im: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for e in s.objects(Group::Engine) {
+            let im = e["status"]["instanceManagerName"].as_str().unwrap().to_string();
+            engines_by_im.entry(im).or_default().insert(e["metadata"]["name"].as_str().unwrap().to_string());
+        }
+        let mut total = 0;
+        for (n, im) in s.objects(Group::InstanceManager).enumerate() {
+            let name = im["metadata"]["name"].as_str().unwrap();
+            let engines: BTreeSet<String> =
+                im["status"]["instanceEngines"].as_object().unwrap().keys().cloned().collect();
+            assert_eq!(engines, engines_by_im.get(name).cloned().unwrap_or_default(), "{name}");
+            assert_eq!(engines.is_empty(), n == s.storage_node(), "{name}");
+            let listed: BTreeSet<String> =
+                im["status"]["instanceReplicas"].as_object().unwrap().keys().cloned().collect();
+            assert_eq!(Some(&listed), replicas_by_im.get(im["metadata"]["name"].as_str().unwrap()));
+            assert_eq!(listed.len(), s.replicas_on_node(n));
+            assert_eq!(listed.len(), 300, "1,000 volumes x 3 replicas over 10 nodes");
+            total += im["status"]["instanceEngines"].as_object().unwrap().len();
+        }
+        assert_eq!(total, 1_000, "one engine per volume");
+        for e in s.objects(Group::Engine) {
+            let modes = e["status"]["replicaModeMap"].as_object().unwrap();
+            assert_eq!(modes.len(), REPLICAS);
+            assert!(modes.values().all(|m| m == "RW"));
+        }
+    }
+
+    #[test]
+    fn every_object_carries_the_label_and_longhorn_objects_the_namespace() {
+        let s = Synthetic::new(3, 5).unwrap();
+        let list = s.list();
+        let items = list["items"].as_array().unwrap();
+        assert_eq!(items.len(), Group::ALL.iter().map(|g| s.count(*g)).sum::<usize>());
+        for item in items {
+            assert_eq!(item["metadata"]["labels"][LABEL], "true", "{item}");
+            let group = Group::ALL.iter().find(|g| {
+                let r = g.resource();
+                let api_version = if r.group.is_empty() {
+                    r.version.to_string()
+                } else {
+                    format!("{}/{}", r.group, r.version)
+                };
+                item["apiVersion"] == api_version.as_str() && item["kind"] == r.kind
+            });
+            let namespaced = group.expect("every item is of a known group").resource().namespaced;
+            assert_eq!(item["metadata"]["namespace"].as_str() == Some(LONGHORN_NAMESPACE), namespaced);
+        }
+    }
+}
