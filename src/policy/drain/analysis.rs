@@ -218,7 +218,7 @@ impl std::fmt::Display for WhyNot {
 }
 
 /// The override reason in an object's annotations, if set and not blank.
-pub fn override_reason(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+pub fn override_reason(meta: &crate::cluster::Meta) -> Option<String> {
     annotation(meta, ALLOW_DRAIN_ANNOTATION).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
 }
 
@@ -253,16 +253,39 @@ pub fn analyze_node_with(
             names.insert(v);
         }
     }
+    analyze_volumes(view, node, names.iter().map(String::as_str), policy, now, node_override)
+}
+
+/// [`analyze_node_with`] for the given volumes only (in the order given): the drain index
+/// passes the volumes that do not come out safe, so the answer costs what it prints.
+pub fn analyze_volumes<'a>(
+    view: &ClusterView,
+    node: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    policy: &Policy,
+    now: SystemTime,
+    node_override: Option<String>,
+) -> NodeAnalysis {
     let node_override =
         node_override.map(|r| format!("node {node} annotation {ALLOW_DRAIN_ANNOTATION}: {r}"));
-    let volumes =
-        names.iter().map(|v| analyze_volume(view, node, v, policy, now, node_override.as_deref())).collect();
+    let volumes = names
+        .into_iter()
+        .map(|v| analyze_volume(view, node, v, policy, now, node_override.as_deref()))
+        .collect();
     NodeAnalysis {
         node: node.to_string(),
         known: view.node(node).is_some() || view.longhorn_node(node).is_some(),
         node_override,
         volumes,
     }
+}
+
+/// The verdict of draining `node` for `volume`, without the node's override. Time never
+/// changes it: ages and stall detection only change the wording (a stalled rebuild still
+/// keeps its replica from protecting, a failed replica never protects however long ago it
+/// failed), so the drain index may keep it until an object it reads changes.
+pub fn volume_verdict(view: &ClusterView, node: &str, volume: &str, policy: &Policy) -> Verdict {
+    analyze_volume(view, node, volume, policy, SystemTime::UNIX_EPOCH, None).verdict
 }
 
 /// Engine names that the instance managers on `node` report running
@@ -294,7 +317,7 @@ pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
 
 /// The volume of an engine by name: from the Engine object, else from Longhorn's naming
 /// `<volume>-e-<n>`.
-fn volume_of_engine(view: &ClusterView, engine: &str) -> Option<String> {
+pub fn volume_of_engine(view: &ClusterView, engine: &str) -> Option<String> {
     if let Some(v) = view.engine(engine).and_then(Engine::volume) {
         return Some(v.to_string());
     }
