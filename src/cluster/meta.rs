@@ -1,8 +1,8 @@
 //! The lean object metadata the cluster view keeps: what decisions read, nothing else.
 //!
 //! A full `ObjectMeta` (managedFields, every annotation, owner references...) is most of an
-//! object's size; [`Meta`] keeps the name, the namespace (interned by the view), the deletion
-//! mark, and only the labels and annotations longhorn-guard reads ([`KEPT_LABELS`],
+//! object's size; [`Meta`] keeps the name, the namespace, the resourceVersion (for the watch,
+//! which takes it out), the deletion mark, and only the labels and annotations longhorn-guard reads ([`KEPT_LABELS`],
 //! [`KEPT_ANNOTATIONS`]). It deserializes straight from the API's JSON.
 
 use std::collections::BTreeMap;
@@ -23,6 +23,9 @@ pub const KEPT_ANNOTATIONS: [&str; 1] = ["longhorn-guard.io/allow-drain"];
 pub struct Meta {
     pub name: Option<String>,
     pub namespace: Option<Arc<str>>,
+    /// The watch reads it to resume; the view does not keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
     /// Set while the object is being deleted (its RFC 3339 time, as the API gives it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,

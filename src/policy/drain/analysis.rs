@@ -518,7 +518,7 @@ fn rebuild_of(
 /// Every rebuild in the view stalled longer than `drain.stallAfter`, for the metric.
 pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<StalledRebuild> {
     let mut out = Vec::new();
-    for engine in view.engines() {
+    for engine in view.engines_rebuilding() {
         let volume = engine.volume().unwrap_or("").to_string();
         for (key, rs) in &engine.status.rebuild_status {
             if !rs.is_rebuilding {
