@@ -3,12 +3,13 @@
 //! [`NodeAnalysis`] out. The eviction rule, node deletion, cordon warnings and
 //! `check drain` all read the same analysis, so they always say the same thing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::cluster::{annotation, ClusterView, Engine, InstanceManager, Replica, Source, Volume};
+use crate::cluster::{annotation, ClusterView, Engine, InstanceManager, Present, Replica, Source, Volume};
 use crate::policy::Policy;
 
 /// Annotation on a Longhorn Volume (that volume) or a Kubernetes Node (every volume on it)
@@ -300,13 +301,41 @@ fn engines_in_instance_managers(view: &ClusterView, node: &str) -> BTreeSet<Stri
 pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for im in ims {
-        if matches!(im.spec.type_.as_str(), "replica") {
-            continue;
+        for list in engine_lists(im) {
+            out.extend(list.keys().cloned());
         }
-        out.extend(im.status.instance_engines.keys().cloned());
-        out.extend(im.status.instance_engine_frontends.keys().cloned());
     }
     out
+}
+
+/// The engine lists of one instance manager as [`engines_reported_by`] reads them.
+fn engine_lists(im: &InstanceManager) -> Vec<&BTreeMap<String, Present>> {
+    if matches!(im.spec.type_.as_str(), "replica") {
+        return Vec::new();
+    }
+    vec![&im.status.instance_engines, &im.status.instance_engine_frontends]
+}
+
+/// True when an instance manager on `node` reports running an engine of `volume` (as
+/// [`engines_reported_by`] and [`volume_of_engine`] read them), without walking its lists:
+/// the names looked up are the volume's Engine objects and the names that start with the
+/// volume's name (every name Longhorn derives from a volume does).
+fn engine_reported_on(view: &ClusterView, node: &str, volume: &str) -> bool {
+    let objects: Vec<&str> =
+        view.engines_of_volume(volume).filter_map(|e| e.metadata.name.as_deref()).collect();
+    for im in view.instance_managers_on_node(node) {
+        for list in engine_lists(im) {
+            let by_object = objects.iter().copied().filter(|n| list.contains_key(*n));
+            let by_name = list
+                .range::<str, _>((Bound::Included(volume), Bound::Unbounded))
+                .map(|(k, _)| k.as_str())
+                .take_while(|k| k.starts_with(volume));
+            if by_object.chain(by_name).any(|e| volume_of_engine(view, e).as_deref() == Some(volume)) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The volume an engine name implies under Longhorn's naming `<volume>-e-<n>`.
@@ -345,8 +374,7 @@ fn attached_on(view: &ClusterView, node: &str, volume: &str, vol: Option<&Volume
             return Some(format!("volume {}", v.status.state));
         }
     }
-    let in_im = engines_in_instance_managers(view, node);
-    if in_im.iter().any(|e| volume_of_engine(view, e).as_deref() == Some(volume)) {
+    if engine_reported_on(view, node, volume) {
         return Some("engine running in its instance manager".to_string());
     }
     None
