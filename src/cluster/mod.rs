@@ -91,6 +91,8 @@ pub struct ClusterView {
     replicas_by_instance_manager: Index,
     /// Derived state kept current with every change (e.g. the drain index).
     indexes: index::Indexes,
+    /// One shared copy of each namespace name.
+    namespaces: std::collections::HashSet<Arc<str>>,
     /// (engine name, rebuild address) -> when its progress value was first seen.
     rebuild_marks: HashMap<(String, String), ProgressMark>,
     /// Engines whose status reports a rebuild in progress (for the stalled-rebuild metric).
@@ -123,6 +125,7 @@ impl ClusterView {
             engines_by_node: Index::new(),
             instance_managers_by_node: Index::new(),
             replicas_by_instance_manager: Index::new(),
+            namespaces: std::collections::HashSet::new(),
             indexes: index::Indexes(vec![Box::new(crate::policy::drain::DrainIndex::default())]),
             rebuild_marks: HashMap::new(),
             rebuilding: BTreeSet::new(),
@@ -182,7 +185,8 @@ impl ClusterView {
     }
 
     /// [`Self::upsert`] without flushing the derived indexes (a batch flushes once).
-    fn put(&mut self, object: Object, now: SystemTime) {
+    fn put(&mut self, mut object: Object, now: SystemTime) {
+        self.compact(object.metadata_mut());
         let name = object.name().to_string();
         let kind = object.kind();
         let old = self.unindex(kind, object.metadata().namespace.as_deref(), &name);
@@ -241,6 +245,21 @@ impl ClusterView {
         }
         self.notify(|i, v| i.apply(v, kind, &name, old.as_ref()));
         self.touch_kind(kind, now);
+    }
+
+    /// Drops what the view does not keep (the resourceVersion) and shares the namespace name.
+    fn compact(&mut self, meta: &mut Meta) {
+        meta.resource_version = None;
+        if let Some(ns) = meta.namespace.take() {
+            let shared = match self.namespaces.get(&ns) {
+                Some(s) => s.clone(),
+                None => {
+                    self.namespaces.insert(ns.clone());
+                    ns
+                }
+            };
+            meta.namespace = Some(shared);
+        }
     }
 
     /// Removes an object (no-op when absent), keeping every index consistent.

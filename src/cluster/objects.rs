@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::meta::{Meta, Present};
+pub use super::meta::{Meta, Present, SmallMap};
 
 /// The API group/version of every Longhorn custom resource longhorn-guard reads.
 pub const LONGHORN_API_VERSION: &str = "longhorn.io/v1beta2";
@@ -207,13 +207,13 @@ pub struct EngineStatus {
     pub storage_ip: String,
     pub port: i64,
     /// Replica name -> `RW` | `WO` | `ERR`.
-    pub replica_mode_map: BTreeMap<String, String>,
+    pub replica_mode_map: SmallMap<String>,
     /// Replica name -> RFC 3339 time of its last mode change.
-    pub replica_transition_time_map: BTreeMap<String, String>,
+    pub replica_transition_time_map: SmallMap<String>,
     /// Replica name -> `ip:port`.
-    pub current_replica_address_map: BTreeMap<String, String>,
+    pub current_replica_address_map: SmallMap<String>,
     /// `tcp://ip:port` of a rebuilding replica -> its rebuild status.
-    pub rebuild_status: BTreeMap<String, RebuildStatus>,
+    pub rebuild_status: SmallMap<RebuildStatus>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -457,6 +457,20 @@ impl Object {
         }
     }
 
+    pub fn metadata_mut(&mut self) -> &mut Meta {
+        match self {
+            Self::Node(o) => &mut o.metadata,
+            Self::Pod(o) => &mut o.metadata,
+            Self::StorageClass(o) => &mut o.metadata,
+            Self::Volume(o) => &mut o.metadata,
+            Self::Replica(o) => &mut o.metadata,
+            Self::Engine(o) => &mut o.metadata,
+            Self::LonghornNode(o) => &mut o.metadata,
+            Self::Setting(o) => &mut o.metadata,
+            Self::InstanceManager(o) => &mut o.metadata,
+        }
+    }
+
     /// The object's name ("" when absent).
     pub fn name(&self) -> &str {
         self.metadata().name.as_deref().unwrap_or("")
@@ -465,12 +479,12 @@ impl Object {
 
 /// The value of a label, if set.
 pub fn label<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
+    meta.labels.get(key).map(String::as_str)
 }
 
 /// The value of an annotation, if set.
 pub fn annotation<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
+    meta.annotations.get(key).map(String::as_str)
 }
 
 fn non_empty(s: Option<&str>) -> Option<&str> {
