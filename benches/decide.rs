@@ -1,8 +1,11 @@
 //! Decision throughput and view memory on a large synthetic cluster.
 //!
-//! `cargo bench --bench decide` (or `make bench`). Prints, per request kind, the mean time of
-//! parse -> decide -> serialise (no TLS, no sockets), and the resident memory the cluster view
-//! takes. Sizes: `BENCH_NODES` (default 100), `BENCH_VOLUMES` (default 5000), 3 replicas each.
+//! `cargo bench --bench decide` (or `make bench`). Prints the time to parse the objects and
+//! build the view, the resident memory the objects and the view take, and per request kind
+//! the mean time of parse -> decide -> serialise (no TLS, no sockets), including an
+//! instance-manager eviction that is allowed (first node) and one that is denied (second
+//! node, `BENCH_STRANDED` volumes whose only healthy replica is there). Sizes: `BENCH_NODES`
+//! (default 30), `BENCH_VOLUMES` (default 10000), 3 replicas each.
 
 use std::hint::black_box;
 use std::time::{Instant, SystemTime};
@@ -20,61 +23,139 @@ fn obj(kind: ObjectKind, v: Value) -> Object {
     Object::from_value(kind, v).expect("synthetic object parses")
 }
 
-fn synthetic_cluster(nodes: usize, volumes: usize) -> Vec<Object> {
+/// What a real API server adds to every object: the view must drop all of it.
+fn baggage(name: &str, kind: &str) -> Value {
+    json!({
+        "uid": format!("{:08x}-0000-4000-8000-{:012x}", name.len(), name.len() * 7919),
+        "resourceVersion": "123456789", "generation": 3, "creationTimestamp": "2026-11-01T10:00:00Z",
+        "finalizers": ["longhorn.io"],
+        "ownerReferences": [{"apiVersion": "longhorn.io/v1beta2", "kind": kind, "name": name,
+                             "uid": "3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f", "controller": true}],
+        "managedFields": [{"manager": "longhorn-manager", "operation": "Update", "apiVersion": "longhorn.io/v1beta2",
+                           "time": "2026-11-30T10:00:00Z", "fieldsType": "FieldsV1",
+                           "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:longhornnode": {}, "f:longhornvolume": {}}},
+                                        "f:spec": {".": {}, "f:nodeID": {}, "f:volumeName": {}, "f:image": {}},
+                                        "f:status": {".": {}, "f:currentState": {}, "f:ip": {}, "f:port": {}}}}]
+    })
+}
+
+/// `metadata` with the API server's baggage, the name, namespace and labels.
+fn meta(name: &str, kind: &str, labels: Value) -> Value {
+    let mut m = baggage(name, kind);
+    m["name"] = json!(name);
+    m["namespace"] = json!("longhorn-system");
+    m["labels"] = labels;
+    m
+}
+
+fn node_name(n: usize) -> String {
+    format!("worker-{n:02}.storage.example.internal")
+}
+
+fn im_name(n: usize) -> String {
+    format!("instance-manager-{n:032x}")
+}
+
+/// A cluster of `nodes` nodes and `volumes` volumes of 3 replicas each, every volume attached
+/// to a node other than the first two. Draining the first node is safe (every volume keeps
+/// two healthy replicas elsewhere); on the second node `stranded` volumes have their only
+/// healthy replica, so draining it is denied.
+fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Object> {
     let ts = "2026-11-30T10:00:00Z";
     let mut out = Vec::new();
+    let mut im_engines: Vec<serde_json::Map<String, Value>> = vec![Default::default(); nodes];
+    let mut im_replicas: Vec<serde_json::Map<String, Value>> = vec![Default::default(); nodes];
+    let instance = |ip: String| {
+        json!({"spec": {"name": "x", "dataEngine": "v1"},
+        "status": {"state": "running", "ip": ip, "port": 10000, "storageIP": "", "conditions": {}}})
+    };
+    let mut stranded_left = stranded;
+    for v in 0..volumes {
+        let vol = format!("pvc-{v:08x}-1c2d-4e5f-8a9b-{:012x}", v * 2_654_435_761);
+        let attached = 2 + (v * 7) % (nodes - 2);
+        let engine = format!("{vol}-e-0");
+        let replica_nodes = [v % nodes, (v + 13) % nodes, (v + 26) % nodes];
+        let degraded = stranded_left > 0 && replica_nodes.contains(&1);
+        if degraded {
+            stranded_left -= 1;
+        }
+        out.push(obj(
+            ObjectKind::Volume,
+            json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
+                   "metadata": meta(&vol, "Volume", json!({"longhornvolume": vol})),
+                   "spec": {"numberOfReplicas": 3, "dataEngine": "v1", "frontend": "blockdev", "size": "10737418240"},
+                   "status": {"state": "attached", "robustness": if degraded { "degraded" } else { "healthy" },
+                              "currentNodeID": node_name(attached),
+                              "kubernetesStatus": {"namespace": "apps", "pvcName": format!("data-{v}"), "pvName": vol}}}),
+        ));
+        let mut modes = serde_json::Map::new();
+        let mut addrs = serde_json::Map::new();
+        for (r, &n) in replica_nodes.iter().enumerate() {
+            let node = node_name(n);
+            let name = format!("{vol}-r-{r:08x}");
+            let failed = degraded && n != 1;
+            let ip = format!("10.42.{}.{}", n, 10 + r);
+            if !failed {
+                modes.insert(name.clone(), json!("RW"));
+                addrs.insert(name.clone(), json!(format!("{ip}:{}", 10000 + v % 5000)));
+            }
+            im_replicas[n].insert(name.clone(), instance(ip.clone()));
+            out.push(obj(
+                ObjectKind::Replica,
+                json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
+                       "metadata": meta(&name, "Volume", json!({"longhornnode": node, "longhornvolume": vol,
+                                                                "longhorndiskuuid": "6f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"})),
+                       "spec": {"volumeName": vol, "nodeID": node, "desireState": if failed { "stopped" } else { "running" },
+                                "dataEngine": "v1", "engineName": engine, "image": "longhornio/longhorn-engine:v1.9.1",
+                                "diskID": "6f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b", "dataDirectoryName": format!("{vol}-{r}"),
+                                "healthyAt": if failed { "" } else { ts }, "lastHealthyAt": ts,
+                                "failedAt": if failed { ts } else { "" }, "lastFailedAt": if failed { ts } else { "" }},
+                       "status": {"currentState": if failed { "stopped" } else { "running" },
+                                  "instanceManagerName": im_name(n), "ip": ip, "storageIP": ip,
+                                  "port": 10000 + v % 5000, "started": !failed}}),
+            ));
+        }
+        im_engines[attached].insert(engine.clone(), instance(format!("10.42.{attached}.1")));
+        out.push(obj(
+            ObjectKind::Engine,
+            json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Engine",
+                   "metadata": meta(&engine, "Volume", json!({"longhornnode": node_name(attached), "longhornvolume": vol})),
+                   "spec": {"volumeName": vol, "nodeID": node_name(attached), "active": true, "desireState": "running",
+                            "dataEngine": "v1", "image": "longhornio/longhorn-engine:v1.9.1", "frontend": "blockdev"},
+                   "status": {"currentState": "running", "instanceManagerName": im_name(attached),
+                              "ip": format!("10.42.{attached}.1"), "port": 10001, "started": true,
+                              "replicaModeMap": modes, "currentReplicaAddressMap": addrs,
+                              "replicaTransitionTimeMap": {}, "rebuildStatus": {}}}),
+        ));
+    }
     for n in 0..nodes {
-        let node = format!("node-{n}");
-        let im = format!("instance-manager-{n:032x}");
-        out.push(obj(ObjectKind::Node, json!({"metadata": {"name": node}, "spec": {}})));
+        let node = node_name(n);
+        let im = im_name(n);
+        out.push(obj(
+            ObjectKind::Node,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": {"kubernetes.io/hostname": node}},
+                   "spec": {}}),
+        ));
         out.push(obj(
             ObjectKind::LonghornNode,
-            json!({"metadata": {"name": node, "namespace": "longhorn-system"},
+            json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Node", "metadata": meta(&node, "Node", json!({})),
                    "spec": {"allowScheduling": true, "disks": {"d": {"allowScheduling": true}}},
                    "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Schedulable", "status": "True"}]}}),
         ));
         out.push(obj(
             ObjectKind::InstanceManager,
-            json!({"metadata": {"name": im, "namespace": "longhorn-system"},
-                   "spec": {"nodeID": node, "type": "aio", "dataEngine": "v1"},
-                   "status": {"currentState": "running"}}),
+            json!({"apiVersion": "longhorn.io/v1beta2", "kind": "InstanceManager",
+                   "metadata": meta(&im, "Node", json!({"longhorn.io/component": "instance-manager", "longhorn.io/node": node})),
+                   "spec": {"nodeID": node, "type": "aio", "dataEngine": "v1", "image": "longhornio/longhorn-instance-manager:v1.9.1"},
+                   "status": {"currentState": "running", "ip": format!("10.42.{n}.1"),
+                              "instanceEngines": std::mem::take(&mut im_engines[n]),
+                              "instanceReplicas": std::mem::take(&mut im_replicas[n])}}),
         ));
         out.push(obj(
             ObjectKind::Pod,
-            json!({"metadata": {"name": im, "namespace": "longhorn-system",
-                                "labels": {"longhorn.io/component": "instance-manager", "longhorn.io/node": node}},
-                   "spec": {"nodeName": node}, "status": {"phase": "Running"}}),
-        ));
-    }
-    for v in 0..volumes {
-        let vol = format!("pvc-{v:08}");
-        let attached = format!("node-{}", (v * 7) % nodes);
-        out.push(obj(
-            ObjectKind::Volume,
-            json!({"metadata": {"name": vol, "namespace": "longhorn-system"},
-                   "spec": {"numberOfReplicas": 3, "dataEngine": "v1"},
-                   "status": {"state": "attached", "robustness": "healthy", "currentNodeID": attached}}),
-        ));
-        let mut modes = serde_json::Map::new();
-        for r in 0..3 {
-            let node = format!("node-{}", (v + r * 13) % nodes);
-            let name = format!("{vol}-r-{r:08x}");
-            modes.insert(name.clone(), json!("RW"));
-            out.push(obj(
-                ObjectKind::Replica,
-                json!({"metadata": {"name": name, "namespace": "longhorn-system",
-                                    "labels": {"longhornnode": node, "longhornvolume": vol}},
-                       "spec": {"volumeName": vol, "nodeID": node, "desireState": "running", "dataEngine": "v1",
-                                "healthyAt": ts, "lastHealthyAt": ts},
-                       "status": {"currentState": "running",
-                                  "instanceManagerName": format!("instance-manager-{:032x}", (v + r * 13) % nodes)}}),
-            ));
-        }
-        out.push(obj(
-            ObjectKind::Engine,
-            json!({"metadata": {"name": format!("{vol}-e-0"), "namespace": "longhorn-system"},
-                   "spec": {"volumeName": vol, "nodeID": attached, "active": true},
-                   "status": {"currentState": "running", "replicaModeMap": modes}}),
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": meta(&im, "InstanceManager", json!({"longhorn.io/component": "instance-manager", "longhorn.io/node": node})),
+                   "spec": {"nodeName": node}, "status": {"phase": "Running", "podIP": format!("10.42.{n}.1")}}),
         ));
     }
     out
@@ -113,28 +194,47 @@ fn bench(name: &str, body: &[u8], view: &ClusterView, policy: &Policy) {
 }
 
 fn main() {
-    let nodes = env_usize("BENCH_NODES", 100);
-    let volumes = env_usize("BENCH_VOLUMES", 5000);
+    let nodes = env_usize("BENCH_NODES", 30).max(3);
+    let volumes = env_usize("BENCH_VOLUMES", 10_000);
+    let stranded = env_usize("BENCH_STRANDED", 3);
     let before = rss_kib();
     let t = Instant::now();
-    let objects = synthetic_cluster(nodes, volumes);
+    let objects = synthetic_cluster(nodes, volumes, stranded);
+    let count = objects.len();
     let view = ClusterView::from_objects(Source::Direct, objects, SystemTime::now());
     let built = t.elapsed();
     let after = rss_kib();
     println!(
-        "cluster: {nodes} nodes, {volumes} volumes, {} replicas; view built in {:?}",
+        "cluster: {nodes} nodes, {volumes} volumes, {} replicas, {count} objects; parsed and view built in {:?}",
         volumes * 3,
         built
     );
     if let (Some(b), Some(a)) = (before, after) {
-        println!("resident memory of objects + view: {:.1} MiB", (a.saturating_sub(b)) as f64 / 1024.0);
+        let mib = (a.saturating_sub(b)) as f64 / 1024.0;
+        println!(
+            "resident memory of objects + view: {mib:.1} MiB ({:.2} MiB per 1,000 volumes); whole process {:.1} MiB",
+            mib * 1000.0 / volumes.max(1) as f64,
+            a as f64 / 1024.0
+        );
     }
+    println!(
+        "replicas on the drained nodes: {} (allow), {} (deny)",
+        view.replica_count_on_node(&node_name(0)),
+        view.replica_count_on_node(&node_name(1))
+    );
     let policy = Policy::default();
     let ns = "longhorn-system";
     let eviction = review(json!({
         "uid": "b-1", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
         "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
-        "name": format!("instance-manager-{:032x}", 1), "namespace": ns, "operation": "CREATE",
+        "name": im_name(0), "namespace": ns, "operation": "CREATE",
+        "userInfo": {"username": "bench"},
+        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x", "namespace": ns}}
+    }));
+    let eviction_deny = review(json!({
+        "uid": "b-5", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
+        "name": im_name(1), "namespace": ns, "operation": "CREATE",
         "userInfo": {"username": "bench"},
         "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x", "namespace": ns}}
     }));
@@ -153,12 +253,13 @@ fn main() {
     }));
     let cordon = review(json!({
         "uid": "b-4", "kind": {"group": "", "version": "v1", "kind": "Node"},
-        "resource": {"group": "", "version": "v1", "resource": "nodes"}, "name": "node-2", "operation": "UPDATE",
+        "resource": {"group": "", "version": "v1", "resource": "nodes"}, "name": node_name(1), "operation": "UPDATE",
         "userInfo": {"username": "bench"},
-        "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2"}, "spec": {"unschedulable": true}},
-        "oldObject": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-2"}, "spec": {}}
+        "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(1)}, "spec": {"unschedulable": true}},
+        "oldObject": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(1)}, "spec": {}}
     }));
     bench("eviction of an instance manager", &eviction, &view, &policy);
+    bench("eviction of an instance manager", &eviction_deny, &view, &policy);
     bench("eviction of another pod", &other, &view, &policy);
     bench("cordon (warnings)", &cordon, &view, &policy);
     bench("volume create (1 replica)", &volume, &view, &policy);

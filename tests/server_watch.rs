@@ -78,7 +78,8 @@ async fn handle(
                 .unwrap();
             node["spec"]["unschedulable"] = json!(true);
             node["metadata"]["resourceVersion"] = json!("2");
-            let line = format!("{}\n", json!({"type": "MODIFIED", "object": node}));
+            // "type" before "object", as the API server writes it (a Go struct's field order).
+            let line = format!("{{\"type\":\"MODIFIED\",\"object\":{node}}}\n");
             events.push(Ok(Frame::data(Bytes::from(line))));
         }
         let stream = futures::stream::iter(events).chain(futures::stream::pending());

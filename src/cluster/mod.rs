@@ -6,6 +6,8 @@
 
 pub mod client;
 pub mod confirm;
+pub mod index;
+pub mod meta;
 pub mod objects;
 pub mod readset;
 pub mod snapshot;
@@ -16,6 +18,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, SystemTime};
 
+pub use index::ViewIndex;
 pub use objects::*;
 
 /// Where the view's data came from.
@@ -87,8 +90,16 @@ pub struct ClusterView {
     engines_by_volume: Index,
     engines_by_node: Index,
     instance_managers_by_node: Index,
+    /// Replicas by `status.instanceManagerName`.
+    replicas_by_instance_manager: Index,
+    /// Derived state kept current with every change (e.g. the drain index).
+    indexes: index::Indexes,
+    /// One shared copy of each namespace name.
+    namespaces: std::collections::HashSet<Arc<str>>,
     /// (engine name, rebuild address) -> when its progress value was first seen.
     rebuild_marks: HashMap<(String, String), ProgressMark>,
+    /// Engines whose status reports a rebuild in progress (for the stalled-rebuild metric).
+    rebuilding: BTreeSet<String>,
     source: Source,
     synced: bool,
     /// When each kind last received data.
@@ -98,7 +109,8 @@ pub struct ClusterView {
 }
 
 impl ClusterView {
-    /// An empty view with the given source; not yet synced.
+    /// An empty view with the given source; not yet synced. It keeps the drain index
+    /// ([`crate::policy::drain::DrainIndex`]) current from the first object on.
     pub fn new(source: Source) -> Self {
         Self {
             nodes: HashMap::new(),
@@ -115,7 +127,11 @@ impl ClusterView {
             engines_by_volume: Index::new(),
             engines_by_node: Index::new(),
             instance_managers_by_node: Index::new(),
+            replicas_by_instance_manager: Index::new(),
+            namespaces: std::collections::HashSet::new(),
+            indexes: index::Indexes(vec![Box::new(crate::policy::drain::DrainIndex::default())]),
             rebuild_marks: HashMap::new(),
+            rebuilding: BTreeSet::new(),
             source,
             synced: false,
             kind_updated: HashMap::new(),
@@ -127,10 +143,39 @@ impl ClusterView {
     pub fn from_objects(source: Source, objects: impl IntoIterator<Item = Object>, now: SystemTime) -> Self {
         let mut view = Self::new(source);
         for o in objects {
-            view.upsert(o, now);
+            view.put(o, now);
         }
+        view.flush_indexes();
         view.mark_synced(now);
         view
+    }
+
+    // ---- derived indexes ----
+
+    /// Installs a derived index, built from the view as it is now and kept current after.
+    pub fn add_index(&mut self, mut index: Box<dyn ViewIndex>) {
+        index.rebuild(self);
+        self.indexes.0.push(index);
+    }
+
+    /// The installed index of type `T`, if any.
+    pub fn index<T: ViewIndex>(&self) -> Option<&T> {
+        self.indexes.0.iter().find_map(|i| i.as_any().downcast_ref::<T>())
+    }
+
+    fn notify(&mut self, f: impl Fn(&mut dyn ViewIndex, &ClusterView)) {
+        if self.indexes.0.is_empty() {
+            return;
+        }
+        let mut indexes = std::mem::take(&mut self.indexes);
+        for i in &mut indexes.0 {
+            f(i.as_mut(), self);
+        }
+        self.indexes = indexes;
+    }
+
+    fn flush_indexes(&mut self) {
+        self.notify(|i, v| i.flush(v));
     }
 
     // ---- updates (used by the snapshot loader and the watchers) ----
@@ -138,23 +183,30 @@ impl ClusterView {
     /// Inserts or replaces an object, keeping every index consistent. `now` dates rebuild
     /// progress changes (stall detection) and the view's freshness.
     pub fn upsert(&mut self, object: Object, now: SystemTime) {
+        self.put(object, now);
+        self.flush_indexes();
+    }
+
+    /// [`Self::upsert`] without flushing the derived indexes (a batch flushes once).
+    fn put(&mut self, mut object: Object, now: SystemTime) {
+        self.compact(object.metadata_mut());
         let name = object.name().to_string();
         let kind = object.kind();
-        self.unindex(kind, object.metadata().namespace.as_deref(), &name);
+        let old = self.unindex(kind, object.metadata().namespace.as_deref(), &name);
         self.clear_unreadable(kind, &name);
         match object {
             Object::Node(o) => {
-                self.nodes.insert(name, o);
+                self.nodes.insert(name.clone(), o);
             }
             Object::Pod(o) => {
-                let ns = o.metadata.namespace.clone().unwrap_or_default();
-                self.pods.insert((ns, name), o);
+                let ns = o.metadata.namespace.as_deref().unwrap_or_default().to_string();
+                self.pods.insert((ns, name.clone()), o);
             }
             Object::StorageClass(o) => {
-                self.storage_classes.insert(name, o);
+                self.storage_classes.insert(name.clone(), o);
             }
             Object::Volume(o) => {
-                self.volumes.insert(name, o);
+                self.volumes.insert(name.clone(), o);
             }
             Object::Replica(o) => {
                 if let Some(node) = o.node() {
@@ -163,7 +215,10 @@ impl ClusterView {
                 if let Some(vol) = o.volume() {
                     add(&mut self.replicas_by_volume, vol, &name);
                 }
-                self.replicas.insert(name, o);
+                if !o.status.instance_manager_name.is_empty() {
+                    add(&mut self.replicas_by_instance_manager, &o.status.instance_manager_name, &name);
+                }
+                self.replicas.insert(name.clone(), o);
             }
             Object::Engine(o) => {
                 if let Some(node) = o.node() {
@@ -173,88 +228,109 @@ impl ClusterView {
                     add(&mut self.engines_by_volume, vol, &name);
                 }
                 self.track_rebuilds(&name, &o, now);
-                self.engines.insert(name, o);
+                if o.status.rebuild_status.values().any(|rs| rs.is_rebuilding) {
+                    self.rebuilding.insert(name.clone());
+                }
+                self.engines.insert(name.clone(), o);
             }
             Object::LonghornNode(o) => {
-                self.longhorn_nodes.insert(name, o);
+                self.longhorn_nodes.insert(name.clone(), o);
             }
             Object::Setting(o) => {
-                self.settings.insert(name, o);
+                self.settings.insert(name.clone(), o);
             }
             Object::InstanceManager(o) => {
                 if !o.spec.node_id.is_empty() {
                     add(&mut self.instance_managers_by_node, &o.spec.node_id, &name);
                 }
-                self.instance_managers.insert(name, o);
+                self.instance_managers.insert(name.clone(), o);
             }
         }
+        self.notify(|i, v| i.apply(v, kind, &name, old.as_ref()));
         self.touch_kind(kind, now);
+    }
+
+    /// Drops what the view does not keep (the resourceVersion) and shares the namespace name.
+    fn compact(&mut self, meta: &mut Meta) {
+        meta.resource_version = None;
+        if let Some(ns) = meta.namespace.take() {
+            let shared = match self.namespaces.get(&ns) {
+                Some(s) => s.clone(),
+                None => {
+                    self.namespaces.insert(ns.clone());
+                    ns
+                }
+            };
+            meta.namespace = Some(shared);
+        }
     }
 
     /// Removes an object (no-op when absent), keeping every index consistent.
     pub fn remove(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
-        self.unindex(kind, namespace, name);
+        self.take(kind, namespace, name);
+        self.flush_indexes();
+    }
+
+    /// [`Self::remove`] without flushing the derived indexes.
+    fn take(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
+        let old = self.unindex(kind, namespace, name);
         self.clear_unreadable(kind, name);
         if kind == ObjectKind::Engine {
             self.rebuild_marks.retain(|(e, _), _| e != name);
         }
+        if let Some(old) = old {
+            self.notify(|i, v| i.delete(v, &old));
+        }
     }
 
-    fn unindex(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
-        match kind {
-            ObjectKind::Node => {
-                self.nodes.remove(name);
-            }
+    /// Takes an object out of its map and the secondary indexes, returning it.
+    fn unindex(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) -> Option<Object> {
+        Some(match kind {
+            ObjectKind::Node => Object::Node(self.nodes.remove(name)?),
             ObjectKind::Pod => {
-                self.pods.remove(&(namespace.unwrap_or_default().to_string(), name.to_string()));
+                Object::Pod(self.pods.remove(&(namespace.unwrap_or_default().to_string(), name.to_string()))?)
             }
-            ObjectKind::StorageClass => {
-                self.storage_classes.remove(name);
-            }
-            ObjectKind::Volume => {
-                self.volumes.remove(name);
-            }
+            ObjectKind::StorageClass => Object::StorageClass(self.storage_classes.remove(name)?),
+            ObjectKind::Volume => Object::Volume(self.volumes.remove(name)?),
             ObjectKind::Replica => {
-                if let Some(old) = self.replicas.remove(name) {
-                    if let Some(node) = old.node() {
-                        del(&mut self.replicas_by_node, node, name);
-                    }
-                    if let Some(vol) = old.volume() {
-                        del(&mut self.replicas_by_volume, vol, name);
-                    }
+                let old = self.replicas.remove(name)?;
+                if let Some(node) = old.node() {
+                    del(&mut self.replicas_by_node, node, name);
                 }
+                if let Some(vol) = old.volume() {
+                    del(&mut self.replicas_by_volume, vol, name);
+                }
+                del(&mut self.replicas_by_instance_manager, &old.status.instance_manager_name, name);
+                Object::Replica(old)
             }
             ObjectKind::Engine => {
-                if let Some(old) = self.engines.remove(name) {
-                    if let Some(node) = old.node() {
-                        del(&mut self.engines_by_node, node, name);
-                    }
-                    if let Some(vol) = old.volume() {
-                        del(&mut self.engines_by_volume, vol, name);
-                    }
+                let old = self.engines.remove(name)?;
+                self.rebuilding.remove(name);
+                if let Some(node) = old.node() {
+                    del(&mut self.engines_by_node, node, name);
                 }
+                if let Some(vol) = old.volume() {
+                    del(&mut self.engines_by_volume, vol, name);
+                }
+                Object::Engine(old)
             }
-            ObjectKind::LonghornNode => {
-                self.longhorn_nodes.remove(name);
-            }
-            ObjectKind::Setting => {
-                self.settings.remove(name);
-            }
+            ObjectKind::LonghornNode => Object::LonghornNode(self.longhorn_nodes.remove(name)?),
+            ObjectKind::Setting => Object::Setting(self.settings.remove(name)?),
             ObjectKind::InstanceManager => {
-                if let Some(old) = self.instance_managers.remove(name) {
-                    del(&mut self.instance_managers_by_node, &old.spec.node_id, name);
-                }
+                let old = self.instance_managers.remove(name)?;
+                del(&mut self.instance_managers_by_node, &old.spec.node_id, name);
+                Object::InstanceManager(old)
             }
-        }
+        })
     }
 
     /// Replaces every object of `kind` with `objects` (a watch's completed (re)list): objects
     /// absent from the new list are removed, the rest upserted, so rebuild progress marks of
-    /// engines that are still there survive the relist.
+    /// engines that are still there survive the relist. Derived indexes are updated once.
     pub fn replace_kind(&mut self, kind: ObjectKind, objects: Vec<Object>, now: SystemTime) {
-        let keep: std::collections::HashSet<(String, String)> = objects
+        let keep: std::collections::HashSet<(&str, &str)> = objects
             .iter()
-            .map(|o| (o.metadata().namespace.clone().unwrap_or_default(), o.name().to_string()))
+            .map(|o| (o.metadata().namespace.as_deref().unwrap_or_default(), o.name()))
             .collect();
         let existing: Vec<(String, String)> = match kind {
             ObjectKind::Pod => self.pods.keys().cloned().collect(),
@@ -271,15 +347,17 @@ impl ClusterView {
                 self.instance_managers.values().map(|o| key_of(&o.metadata)).collect()
             }
         };
-        for (ns, name) in existing {
-            if !keep.contains(&(ns.clone(), name.clone())) {
-                self.remove(kind, Some(&ns), &name);
-            }
+        let gone: Vec<(String, String)> =
+            existing.into_iter().filter(|(ns, name)| !keep.contains(&(ns.as_str(), name.as_str()))).collect();
+        drop(keep);
+        for (ns, name) in gone {
+            self.take(kind, Some(&ns), &name);
         }
         self.unreadable.remove(&kind);
         for o in objects {
-            self.upsert(o, now);
+            self.put(o, now);
         }
+        self.flush_indexes();
         self.touch_kind(kind, now);
     }
 
@@ -388,6 +466,31 @@ impl ClusterView {
         iter_index(&self.replicas_by_volume, volume).filter_map(|n| self.replicas.get(n))
     }
 
+    /// How many replicas name `node` (without walking them).
+    pub fn replica_count_on_node(&self, node: &str) -> usize {
+        self.replicas_by_node.get(node).map_or(0, BTreeSet::len)
+    }
+
+    /// Replicas whose `status.instanceManagerName` is `instance_manager`, in name order.
+    pub fn replicas_using_instance_manager<'a>(
+        &'a self,
+        instance_manager: &str,
+    ) -> impl Iterator<Item = &'a Replica> + 'a {
+        iter_index(&self.replicas_by_instance_manager, instance_manager).filter_map(|n| self.replicas.get(n))
+    }
+
+    /// Every volume name the view knows of: Volumes, and volumes named by replicas or engines
+    /// (each once, in no particular order).
+    pub fn volume_names(&self) -> impl Iterator<Item = &str> {
+        let mut names: Vec<&str> = self.volumes.keys().map(String::as_str).collect();
+        for index in [&self.replicas_by_volume, &self.engines_by_volume] {
+            names.extend(index.keys().filter(|v| !self.volumes.contains_key(*v)).map(String::as_str));
+        }
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter()
+    }
+
     pub fn engine(&self, name: &str) -> Option<&Engine> {
         self.engines.get(name)
     }
@@ -404,9 +507,15 @@ impl ClusterView {
             .or_else(|| self.engines_of_volume(volume).next())
     }
 
-    /// Every engine (for metrics such as stalled rebuilds; not for request paths).
+    /// Every engine (not for request paths).
     pub fn engines(&self) -> impl Iterator<Item = &Engine> {
         self.engines.values()
+    }
+
+    /// Engines whose status reports a rebuild in progress, in name order (a maintained index:
+    /// the stalled-rebuild metric reads it without walking every engine).
+    pub fn engines_rebuilding(&self) -> impl Iterator<Item = &Engine> {
+        self.rebuilding.iter().filter_map(|n| self.engines.get(n))
     }
 
     /// Engines whose node is `node`, in name order.
@@ -431,6 +540,11 @@ impl ClusterView {
 
     pub fn instance_manager(&self, name: &str) -> Option<&InstanceManager> {
         self.instance_managers.get(name)
+    }
+
+    /// Every instance manager (one or two per node).
+    pub fn instance_managers(&self) -> impl Iterator<Item = &InstanceManager> {
+        self.instance_managers.values()
     }
 
     /// Instance managers on a node, in name order.
@@ -462,8 +576,8 @@ impl ClusterView {
     }
 }
 
-fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> (String, String) {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
+fn key_of(meta: &Meta) -> (String, String) {
+    (meta.namespace.as_deref().unwrap_or_default().to_string(), meta.name.clone().unwrap_or_default())
 }
 
 fn add(index: &mut Index, key: &str, name: &str) {

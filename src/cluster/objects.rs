@@ -5,9 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use super::meta::{Meta, Present, SmallMap};
 
 /// The API group/version of every Longhorn custom resource longhorn-guard reads.
 pub const LONGHORN_API_VERSION: &str = "longhorn.io/v1beta2";
@@ -26,7 +27,7 @@ pub const LONGHORN_VOLUME_LABEL: &str = "longhornvolume";
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Pod {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: PodSpec,
     pub status: PodStatus,
 }
@@ -63,7 +64,7 @@ impl Pod {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Node {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: NodeSpec,
 }
 
@@ -77,7 +78,7 @@ pub struct NodeSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct StorageClass {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub provisioner: String,
     pub parameters: BTreeMap<String, String>,
 }
@@ -86,7 +87,7 @@ pub struct StorageClass {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Volume {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: VolumeSpec,
     pub status: VolumeStatus,
 }
@@ -123,7 +124,7 @@ pub struct KubernetesStatus {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Replica {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: ReplicaSpec,
     pub status: InstanceStatus,
 }
@@ -180,7 +181,7 @@ impl Replica {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Engine {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: EngineSpec,
     pub status: EngineStatus,
 }
@@ -206,13 +207,13 @@ pub struct EngineStatus {
     pub storage_ip: String,
     pub port: i64,
     /// Replica name -> `RW` | `WO` | `ERR`.
-    pub replica_mode_map: BTreeMap<String, String>,
+    pub replica_mode_map: SmallMap<String>,
     /// Replica name -> RFC 3339 time of its last mode change.
-    pub replica_transition_time_map: BTreeMap<String, String>,
+    pub replica_transition_time_map: SmallMap<String>,
     /// Replica name -> `ip:port`.
-    pub current_replica_address_map: BTreeMap<String, String>,
+    pub current_replica_address_map: SmallMap<String>,
     /// `tcp://ip:port` of a rebuilding replica -> its rebuild status.
-    pub rebuild_status: BTreeMap<String, RebuildStatus>,
+    pub rebuild_status: SmallMap<RebuildStatus>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -242,7 +243,7 @@ impl Engine {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LonghornNode {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: LonghornNodeSpec,
     pub status: LonghornNodeStatus,
 }
@@ -301,7 +302,7 @@ impl LonghornNode {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Setting {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub value: String,
 }
 
@@ -309,7 +310,7 @@ pub struct Setting {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct InstanceManager {
-    pub metadata: ObjectMeta,
+    pub metadata: Meta,
     pub spec: InstanceManagerSpec,
     pub status: InstanceManagerStatus,
 }
@@ -330,9 +331,12 @@ pub struct InstanceManagerSpec {
 pub struct InstanceManagerStatus {
     pub current_state: String,
     pub ip: String,
-    pub instance_engines: BTreeMap<String, Value>,
-    pub instance_engine_frontends: BTreeMap<String, Value>,
-    pub instance_replicas: BTreeMap<String, Value>,
+    /// Engine names it runs (their status is not kept).
+    pub instance_engines: BTreeMap<String, Present>,
+    /// Engine-frontend names it runs (v2 data engine; their status is not kept).
+    pub instance_engine_frontends: BTreeMap<String, Present>,
+    /// Replica names it runs (their status is not kept).
+    pub instance_replicas: BTreeMap<String, Present>,
 }
 
 /// One object of a kind longhorn-guard understands.
@@ -439,7 +443,7 @@ impl Object {
         }
     }
 
-    pub fn metadata(&self) -> &ObjectMeta {
+    pub fn metadata(&self) -> &Meta {
         match self {
             Self::Node(o) => &o.metadata,
             Self::Pod(o) => &o.metadata,
@@ -453,6 +457,20 @@ impl Object {
         }
     }
 
+    pub fn metadata_mut(&mut self) -> &mut Meta {
+        match self {
+            Self::Node(o) => &mut o.metadata,
+            Self::Pod(o) => &mut o.metadata,
+            Self::StorageClass(o) => &mut o.metadata,
+            Self::Volume(o) => &mut o.metadata,
+            Self::Replica(o) => &mut o.metadata,
+            Self::Engine(o) => &mut o.metadata,
+            Self::LonghornNode(o) => &mut o.metadata,
+            Self::Setting(o) => &mut o.metadata,
+            Self::InstanceManager(o) => &mut o.metadata,
+        }
+    }
+
     /// The object's name ("" when absent).
     pub fn name(&self) -> &str {
         self.metadata().name.as_deref().unwrap_or("")
@@ -460,13 +478,13 @@ impl Object {
 }
 
 /// The value of a label, if set.
-pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.labels.as_ref()?.get(key).map(String::as_str)
+pub fn label<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
+    meta.labels.get(key).map(String::as_str)
 }
 
 /// The value of an annotation, if set.
-pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
+pub fn annotation<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
+    meta.annotations.get(key).map(String::as_str)
 }
 
 fn non_empty(s: Option<&str>) -> Option<&str> {

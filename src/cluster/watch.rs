@@ -1,8 +1,8 @@
 //! Filling the cluster view from live watches (kube reflectors).
 //!
 //! One `kube::runtime::watcher` per kind (core Nodes, Pods in `longhorn-system`,
-//! StorageClasses, and the Longhorn kinds in `longhorn-system`), read as `DynamicObject`s and
-//! converted to the lean typed objects. A (re)list is buffered and applied in one step when it
+//! StorageClasses, and the Longhorn kinds in `longhorn-system`), each object parsed once from
+//! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and applied in one step when it
 //! completes, so the view never shows half a list. The view is marked synced once every kind
 //! finished its first list. Watch errors are logged and retried with the watcher's default
 //! backoff; while no data arrives the view's age keeps growing, which is how the policy tells
@@ -11,13 +11,23 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
+use std::borrow::Cow;
+
+use futures::stream::BoxStream;
 use futures::{stream, StreamExt as _};
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::core::GroupVersionKind;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ApiResource};
+use kube::core::{DynamicResourceScope, GroupVersionKind};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
-use super::{Object, ObjectKind, SharedView};
+use super::{
+    Engine, InstanceManager, LonghornNode, Meta, Node, Object, ObjectKind, Pod, Replica, Setting, SharedView,
+    StorageClass, Volume,
+};
 
 /// One watched kind: what to ask the API server for and where.
 #[derive(Clone, Debug)]
@@ -43,19 +53,159 @@ pub fn targets() -> Vec<Target> {
         .collect()
 }
 
+/// A lean object type a watch parses straight from the API's JSON.
+pub trait Lean: DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + 'static {
+    fn meta_mut(&mut self) -> &mut Meta;
+    fn into_object(self) -> Object;
+}
+
+macro_rules! lean {
+    ($($t:ident),*) => {$(
+        impl Lean for $t {
+            fn meta_mut(&mut self) -> &mut Meta {
+                &mut self.metadata
+            }
+            fn into_object(self) -> Object {
+                Object::$t(self)
+            }
+        }
+    )*};
+}
+lean!(Node, Pod, StorageClass, Volume, Replica, Engine, LonghornNode, Setting, InstanceManager);
+
+/// One watched object, parsed once from the API's JSON into its lean type `T`. The kube
+/// metadata keeps only what the watcher reads (name, namespace, resourceVersion). An object
+/// that does not fit the model keeps only its metadata and the parse error, so one odd
+/// object never fails its whole list.
+#[derive(Clone, Debug)]
+pub struct Watched<T> {
+    meta: ObjectMeta,
+    object: Result<T, String>,
+}
+
+/// What is read of an object that does not fit its model.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct MetaOnly {
+    metadata: Meta,
+}
+
+fn kube_meta(m: &mut Meta) -> ObjectMeta {
+    ObjectMeta {
+        name: m.name.clone(),
+        namespace: m.namespace.as_deref().map(str::to_string),
+        resource_version: m.resource_version.take(),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Reads the object as raw JSON text first, so that an object that does not fit still yields
+/// its name. The API server writes a watch event's `type` before its `object` (Go struct field
+/// order), which lets serde hand the object over unbuffered; an event with `object` first
+/// cannot be read this way and fails the watch, which then retries and the view ages (allows
+/// are confirmed by reads meanwhile): never a silent allow.
+impl<'de, T: Lean> Deserialize<'de> for Watched<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw: Box<RawValue> = Deserialize::deserialize(d)?;
+        match serde_json::from_str::<T>(raw.get()) {
+            Ok(mut t) => Ok(Self { meta: kube_meta(t.meta_mut()), object: Ok(t) }),
+            Err(e) => {
+                let mut m: MetaOnly = serde_json::from_str(raw.get()).unwrap_or_default();
+                Ok(Self { meta: kube_meta(&mut m.metadata), object: Err(e.to_string()) })
+            }
+        }
+    }
+}
+
+impl<T> kube::Resource for Watched<T> {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// A watched object reduced to what the view applies: its key and its lean object, or the
+/// reason it could not be read.
+#[derive(Debug)]
+struct Item {
+    namespace: Option<String>,
+    name: String,
+    object: Result<Object, String>,
+}
+
+impl<T: Lean> From<Watched<T>> for Item {
+    fn from(w: Watched<T>) -> Self {
+        Self {
+            namespace: w.meta.namespace,
+            name: w.meta.name.unwrap_or_default(),
+            object: w.object.map(Lean::into_object),
+        }
+    }
+}
+
+type KindEvents = BoxStream<'static, (ObjectKind, Result<Event<Item>, watcher::Error>)>;
+
+/// The event stream of one kind, each object parsed once into the lean type `T`.
+fn watch_kind<T: Lean>(client: &kube::Client, t: &Target) -> KindEvents {
+    let api: Api<Watched<T>> = match t.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
+        None => Api::all_with(client.clone(), &t.resource),
+    };
+    let kind = t.kind;
+    watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .map(move |ev| {
+            let ev = ev.map(|e| match e {
+                Event::Init => Event::Init,
+                Event::InitApply(o) => Event::InitApply(Item::from(o)),
+                Event::InitDone => Event::InitDone,
+                Event::Apply(o) => Event::Apply(Item::from(o)),
+                Event::Delete(o) => Event::Delete(Item::from(o)),
+            });
+            (kind, ev)
+        })
+        .boxed()
+}
+
+fn stream_for(client: &kube::Client, t: &Target) -> KindEvents {
+    match t.kind {
+        ObjectKind::Node => watch_kind::<Node>(client, t),
+        ObjectKind::Pod => watch_kind::<Pod>(client, t),
+        ObjectKind::StorageClass => watch_kind::<StorageClass>(client, t),
+        ObjectKind::Volume => watch_kind::<Volume>(client, t),
+        ObjectKind::Replica => watch_kind::<Replica>(client, t),
+        ObjectKind::Engine => watch_kind::<Engine>(client, t),
+        ObjectKind::LonghornNode => watch_kind::<LonghornNode>(client, t),
+        ObjectKind::Setting => watch_kind::<Setting>(client, t),
+        ObjectKind::InstanceManager => watch_kind::<InstanceManager>(client, t),
+    }
+}
+
 /// Runs every watch until the task is dropped, applying events to `view`.
 pub async fn run(client: kube::Client, view: SharedView) {
     let all = targets();
     let total = all.len();
-    let streams = all.into_iter().map(|t| {
-        let api: Api<DynamicObject> = match t.namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
-            None => Api::all_with(client.clone(), &t.resource),
-        };
-        let kind = t.kind;
-        watcher::watcher(api, watcher::Config::default()).default_backoff().map(move |ev| (kind, ev)).boxed()
-    });
-    let mut merged = stream::select_all(streams);
+    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t)));
     let mut pending: std::collections::HashMap<ObjectKind, (Vec<Object>, Vec<String>)> = Default::default();
     let mut listed: BTreeSet<ObjectKind> = BTreeSet::new();
     while let Some((kind, event)) = merged.next().await {
@@ -75,9 +225,9 @@ pub async fn run(client: kube::Client, view: SharedView) {
             Event::Init => {
                 pending.insert(kind, Default::default());
             }
-            Event::InitApply(o) => {
+            Event::InitApply(item) => {
                 let (objects, unreadable) = pending.entry(kind).or_default();
-                match convert(kind, o) {
+                match readable(kind, item) {
                     Ok(obj) => objects.push(obj),
                     Err(name) => unreadable.push(name),
                 }
@@ -101,7 +251,7 @@ pub async fn run(client: kube::Client, view: SharedView) {
                     tracing::info!("cluster view synced: every watched kind is listed");
                 }
             }
-            Event::Apply(o) => match convert(kind, o) {
+            Event::Apply(item) => match readable(kind, item) {
                 Ok(obj) => view.update(|v| v.upsert(obj, now)),
                 // Keep the last readable version; allows are confirmed until this clears.
                 Err(name) => view.update(|v| {
@@ -109,11 +259,9 @@ pub async fn run(client: kube::Client, view: SharedView) {
                     v.touch_kind(kind, now);
                 }),
             },
-            Event::Delete(o) => {
-                let ns = o.metadata.namespace.clone();
-                let name = o.metadata.name.clone().unwrap_or_default();
+            Event::Delete(item) => {
                 view.update(|v| {
-                    v.remove(kind, ns.as_deref(), &name);
+                    v.remove(kind, item.namespace.as_deref(), &item.name);
                     v.touch_kind(kind, now);
                 });
             }
@@ -121,22 +269,17 @@ pub async fn run(client: kube::Client, view: SharedView) {
     }
 }
 
-/// The typed object of a watched `DynamicObject`, or its name (after a log line) when it
-/// does not fit the model.
-fn convert(kind: ObjectKind, o: DynamicObject) -> Result<Object, String> {
-    let name = o.metadata.name.clone().unwrap_or_default();
-    let value = serde_json::to_value(&o).map_err(|e| {
-        tracing::warn!(kind = kind.display(), name, error = %e, "cannot read watched object");
-        name.clone()
-    })?;
-    Object::from_value(kind, value).map_err(|e| {
+/// The lean object of a watched item, or its name (after a log line) when it does not fit
+/// the model.
+fn readable(kind: ObjectKind, item: Item) -> Result<Object, String> {
+    item.object.map_err(|error| {
         tracing::warn!(
             kind = kind.display(),
-            name,
-            error = %e,
+            name = item.name,
+            error,
             "watched object does not parse; drain allows are confirmed with the API server until it does"
         );
-        name.clone()
+        item.name
     })
 }
 

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use crate::cluster::{ClusterView, ObjectKind};
+use crate::cluster::{ClusterView, Freshness, ObjectKind};
+use crate::policy::drain::StalledRebuild;
 use crate::policy::Policy;
 use crate::tls::ReloadStats;
 
@@ -168,6 +169,12 @@ impl Metrics {
 
     /// The whole exposition. `view` and `policy` feed the gauges computed at scrape time.
     pub fn render(&self, view: &ClusterView, policy: &Policy, tls: &ReloadStats, now: SystemTime) -> String {
+        self.render_gauges(&ViewGauges::of(view, policy, now), tls)
+    }
+
+    /// The whole exposition from view gauges copied beforehand ([`ViewGauges::of`]), so the
+    /// caller may release the view's lock before formatting.
+    pub fn render_gauges(&self, gauges: &ViewGauges, tls: &ReloadStats) -> String {
         let mut out = String::with_capacity(4096);
 
         header(&mut out, "longhorn_guard_admission_requests_total", "counter", "Admission requests decided, by webhook, resource, operation and decision (allow, warn, patch, deny).");
@@ -255,15 +262,38 @@ impl Metrics {
         );
 
         self.server.render(&mut out);
-        render_view_gauges(&mut out, view, policy, now);
+        render_view_gauges(&mut out, gauges);
         crate::cluster::stats::global().render(&mut out);
         out
     }
 }
 
-/// Gauges computed from the cluster view at scrape time. Add new view-derived gauges here.
-fn render_view_gauges(out: &mut String, view: &ClusterView, policy: &Policy, now: SystemTime) {
-    let fresh = view.freshness();
+/// What the view-derived gauges need, copied out of the view in one cheap step: its
+/// freshness, object counts, and the stalled rebuilds found through the view's index of
+/// engines that are rebuilding (never a walk over every engine). Add new inputs here.
+#[derive(Clone, Debug)]
+pub struct ViewGauges {
+    fresh: Freshness,
+    counts: Vec<(ObjectKind, usize)>,
+    stalled: Vec<StalledRebuild>,
+    now: SystemTime,
+}
+
+impl ViewGauges {
+    /// Copies the gauge inputs out of `view` (hold its read lock only for this call).
+    pub fn of(view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
+        Self {
+            fresh: view.freshness(),
+            counts: view.counts(),
+            stalled: crate::policy::drain::stalled_rebuilds(view, policy, now),
+            now,
+        }
+    }
+}
+
+/// Gauges derived from the cluster view, formatted from their copied inputs.
+fn render_view_gauges(out: &mut String, gauges: &ViewGauges) {
+    let (fresh, now) = (&gauges.fresh, gauges.now);
     header(
         out,
         "longhorn_guard_cluster_view_synced",
@@ -283,11 +313,11 @@ fn render_view_gauges(out: &mut String, view: &ClusterView, policy: &Policy, now
     }
 
     header(out, "longhorn_guard_cluster_view_objects", "gauge", "Objects in the cluster view, by kind.");
-    for (kind, n) in view.counts() {
+    for &(kind, n) in &gauges.counts {
         let _ = writeln!(out, "longhorn_guard_cluster_view_objects{{kind=\"{}\"}} {n}", kind_label(kind));
     }
 
-    let stalled = crate::policy::drain::stalled_rebuilds(view, policy, now);
+    let stalled = &gauges.stalled;
     header(
         out,
         "longhorn_guard_stalled_rebuilds",
@@ -301,7 +331,7 @@ fn render_view_gauges(out: &mut String, view: &ClusterView, policy: &Policy, now
         "gauge",
         "Unix time since which each stalled rebuild's progress has not moved.",
     );
-    for s in &stalled {
+    for s in stalled {
         let since = s.since.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let _ = writeln!(
             out,

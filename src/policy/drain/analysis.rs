@@ -234,7 +234,7 @@ impl std::fmt::Display for WhyNot {
 }
 
 /// The override reason in an object's annotations, if set and not blank.
-pub fn override_reason(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Option<String> {
+pub fn override_reason(meta: &crate::cluster::Meta) -> Option<String> {
     annotation(meta, ALLOW_DRAIN_ANNOTATION).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
 }
 
@@ -266,18 +266,34 @@ pub fn analyze_node_with(
     }
     let instances = node_instances(view, node);
     names.extend(instances.by_volume.keys().cloned());
+    let volumes = names.into_iter().map(|v| {
+        let kinds = instances.by_volume.get(&v).cloned().unwrap_or_default();
+        (v, kinds)
+    });
+    analyze_volumes(view, node, volumes, instances.unmapped, policy, now, node_override)
+}
+
+/// [`analyze_node_with`] for the given volumes only (in the order given), each with the kinds
+/// of entry the node's instance managers run for it, and the node's unmapped entries: the
+/// drain index passes the volumes that do not come out safe, so the answer costs what it
+/// prints.
+pub fn analyze_volumes(
+    view: &ClusterView,
+    node: &str,
+    volumes: impl IntoIterator<Item = (String, BTreeSet<InstanceKind>)>,
+    unmapped: Vec<UnmappedInstance>,
+    policy: &Policy,
+    now: SystemTime,
+    node_override: Option<String>,
+) -> NodeAnalysis {
     let node_override =
         node_override.map(|r| format!("node {node} annotation {ALLOW_DRAIN_ANNOTATION}: {r}"));
-    let volumes = names
-        .iter()
-        .map(|v| {
-            let kinds = instances.by_volume.get(v);
-            analyze_volume(view, node, v, kinds, policy, now, node_override.as_deref())
-        })
+    let volumes = volumes
+        .into_iter()
+        .map(|(v, kinds)| analyze_volume(view, node, &v, Some(&kinds), policy, now, node_override.as_deref()))
         .collect();
     let overridden = node_override.is_some();
-    let unmapped_instances =
-        instances.unmapped.into_iter().map(|u| UnmappedInstance { overridden, ..u }).collect();
+    let unmapped_instances = unmapped.into_iter().map(|u| UnmappedInstance { overridden, ..u }).collect();
     NodeAnalysis {
         node: node.to_string(),
         known: view.node(node).is_some() || view.longhorn_node(node).is_some(),
@@ -285,6 +301,21 @@ pub fn analyze_node_with(
         volumes,
         unmapped_instances,
     }
+}
+
+/// The verdict of draining `node` for `volume` (whose entries in the node's instance managers
+/// are `in_ims`), without the node's override. Time never changes it: ages and stall detection
+/// only change the wording (a stalled rebuild still keeps its replica from protecting, a failed
+/// replica never protects however long ago it failed), so the drain index may keep it until an
+/// object it reads changes.
+pub fn volume_verdict(
+    view: &ClusterView,
+    node: &str,
+    volume: &str,
+    in_ims: &BTreeSet<InstanceKind>,
+    policy: &Policy,
+) -> Verdict {
+    analyze_volume(view, node, volume, Some(in_ims), policy, SystemTime::UNIX_EPOCH, None).verdict
 }
 
 fn is_attached_state(state: &str) -> bool {
@@ -486,7 +517,7 @@ fn rebuild_of(
 /// Every rebuild in the view stalled longer than `drain.stallAfter`, for the metric.
 pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<StalledRebuild> {
     let mut out = Vec::new();
-    for engine in view.engines() {
+    for engine in view.engines_rebuilding() {
         let volume = engine.volume().unwrap_or("").to_string();
         for (key, rs) in &engine.status.rebuild_status {
             if !rs.is_rebuilding {

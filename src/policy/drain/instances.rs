@@ -140,7 +140,7 @@ pub(super) fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
 /// The volume an instance-manager entry belongs to: its Engine object's volume, else the
 /// volume its name implies when the view knows that volume (a Volume, or its replicas or
 /// engines).
-fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
+pub(super) fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
     if let Some(v) = view.engine(name).and_then(Engine::volume) {
         return Some(v.to_string());
     }

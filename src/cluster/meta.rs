@@ -1,0 +1,186 @@
+//! The lean object metadata the cluster view keeps: what decisions read, nothing else.
+//!
+//! A full `ObjectMeta` (managedFields, every annotation, owner references...) is most of an
+//! object's size; [`Meta`] keeps the name, the namespace, the resourceVersion (for the watch,
+//! which takes it out), the deletion mark, and only the labels and annotations longhorn-guard reads ([`KEPT_LABELS`],
+//! [`KEPT_ANNOTATIONS`]). It deserializes straight from the API's JSON.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Labels any decision reads; every other label is dropped while parsing.
+pub const KEPT_LABELS: [&str; 4] =
+    ["longhorn.io/component", "longhorn.io/node", "longhornnode", "longhornvolume"];
+
+/// Annotations any decision reads; every other annotation is dropped while parsing.
+pub const KEPT_ANNOTATIONS: [&str; 1] = ["longhorn-guard.io/allow-drain"];
+
+/// `metadata` reduced to what decisions read.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Meta {
+    pub name: Option<String>,
+    pub namespace: Option<Arc<str>>,
+    /// The watch reads it to resume; the view does not keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// Set while the object is being deleted (its RFC 3339 time, as the API gives it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    #[serde(deserialize_with = "kept_labels", skip_serializing_if = "SmallMap::is_empty")]
+    pub labels: SmallMap<String>,
+    #[serde(deserialize_with = "kept_annotations", skip_serializing_if = "SmallMap::is_empty")]
+    pub annotations: SmallMap<String>,
+}
+
+fn kept<'de, D: Deserializer<'de>>(d: D, keep: &[&str]) -> Result<SmallMap<String>, D::Error> {
+    let all: Option<BTreeMap<String, Option<String>>> = Option::deserialize(d)?;
+    Ok(all
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| keep.contains(&k.as_str()))
+        .map(|(k, v)| (k, v.unwrap_or_default()))
+        .collect())
+}
+
+fn kept_labels<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<String>, D::Error> {
+    kept(d, &KEPT_LABELS)
+}
+
+fn kept_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<String>, D::Error> {
+    kept(d, &KEPT_ANNOTATIONS)
+}
+
+/// The entries of a [`SmallMap`] in key order.
+pub type Entries<'a, V> =
+    std::iter::Map<std::slice::Iter<'a, (String, V)>, fn(&(String, V)) -> (&String, &V)>;
+
+/// A small string-keyed map stored as one sorted vector: a handful of entries take a few
+/// dozen bytes instead of a B-tree node each. Parses from and prints as a JSON object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmallMap<V>(Vec<(String, V)>);
+
+impl<V> Default for SmallMap<V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<V> SmallMap<V> {
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok().map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Entries in key order.
+    pub fn iter(&self) -> Entries<'_, V> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.0.iter_mut().map(|(_, v)| v)
+    }
+}
+
+impl<V> FromIterator<(String, V)> for SmallMap<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
+        let sorted: BTreeMap<String, V> = iter.into_iter().collect();
+        let mut v: Vec<(String, V)> = sorted.into_iter().collect();
+        v.shrink_to_fit();
+        Self(v)
+    }
+}
+
+impl<'a, V> IntoIterator for &'a SmallMap<V> {
+    type Item = (&'a String, &'a V);
+    type IntoIter = Entries<'a, V>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for SmallMap<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(BTreeMap::<String, V>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+impl<V: Serialize> Serialize for SmallMap<V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+/// A map value whose content is never read (only its key's presence): parses from any JSON
+/// and keeps nothing, e.g. the per-instance status in an InstanceManager's `instanceEngines`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Present;
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present)
+    }
+}
+
+impl Serialize for Present {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_labels_and_annotations_decisions_read_are_kept() {
+        let m: Meta = serde_json::from_value(json!({
+            "name": "r1", "namespace": "longhorn-system", "resourceVersion": "7",
+            "managedFields": [{"manager": "longhorn-manager", "fieldsV1": {"f:spec": {}}}],
+            "labels": {"longhornvolume": "v1", "app": "x"},
+            "annotations": {"longhorn-guard.io/allow-drain": "ok", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "deletionTimestamp": "2026-11-30T10:00:00Z"
+        }))
+        .unwrap();
+        assert_eq!(m.name.as_deref(), Some("r1"));
+        assert_eq!(m.namespace.as_deref(), Some("longhorn-system"));
+        assert_eq!(m.labels.iter().collect::<Vec<_>>(), [(&"longhornvolume".to_string(), &"v1".to_string())]);
+        assert_eq!(m.annotations.len(), 1);
+        assert!(m.deletion_timestamp.is_some());
+        let none: Meta =
+            serde_json::from_value(json!({"labels": {"app": "x"}, "annotations": null})).unwrap();
+        assert!(none.labels.is_empty() && none.annotations.is_empty());
+        let map: SmallMap<String> = serde_json::from_value(json!({"b": "2", "a": "1"})).unwrap();
+        assert_eq!((map.get("a"), map.get("b"), map.get("c")), (Some(&"1".into()), Some(&"2".into()), None));
+        assert_eq!(serde_json::to_value(&map).unwrap(), json!({"a": "1", "b": "2"}));
+    }
+
+    #[test]
+    fn present_parses_from_anything() {
+        let m: BTreeMap<String, Present> =
+            serde_json::from_value(json!({"a": {"spec": {"x": [1, 2]}}, "b": null, "c": 3})).unwrap();
+        assert_eq!(m.keys().map(String::as_str).collect::<Vec<_>>(), ["a", "b", "c"]);
+    }
+}

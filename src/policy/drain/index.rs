@@ -1,0 +1,281 @@
+//! The drain index: for every node, the volumes that would keep a drain of it from
+//! finishing, kept current as watch events arrive, so that an eviction decision costs what
+//! its answer prints rather than the node's volume count.
+//!
+//! A volume's verdict for a node is [`volume_verdict`], the same code [`analyze_node`] runs,
+//! recomputed whenever an object it reads changes: the volume, its replicas and engines;
+//! every volume with a replica on a node whose cordon state or instance manager changes;
+//! the volumes an instance manager's engine list names; everything when a Setting changes.
+//! Time never changes a verdict (see [`volume_verdict`]), so nothing expires.
+//!
+//! [`analyze_node`]: super::analyze_node
+
+use std::any::Any;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::SystemTime;
+
+use super::analysis::{analyze_volumes, volume_verdict, NodeAnalysis, Verdict};
+use super::instances::volume_of_engine_name;
+use super::sites::Sites;
+use crate::cluster::{ClusterView, Engine, InstanceManager, Object, ObjectKind, Replica, ViewIndex};
+use crate::policy::Policy;
+
+/// Per node, the volumes whose verdict is not safe (before the node's override), for both
+/// values of `drain.protectStoppedReplicas`.
+#[derive(Clone, Debug)]
+pub struct DrainIndex {
+    /// `drain.protectStoppedReplicas: true`: node -> volumes.
+    strict: HashMap<String, BTreeSet<String>>,
+    /// `drain.protectStoppedReplicas: false` (a subset of `strict`: ignoring stopped replicas
+    /// only ever makes a volume safer).
+    lenient: HashMap<String, BTreeSet<String>>,
+    /// Volume -> the nodes whose `strict` set holds it.
+    placed: HashMap<String, BTreeSet<String>>,
+    /// Where instance managers run engine and engine-frontend entries; unmapped ones per node.
+    sites: Sites,
+    dirty: HashSet<String>,
+    all_dirty: bool,
+    strict_policy: Policy,
+    lenient_policy: Policy,
+}
+
+impl Default for DrainIndex {
+    fn default() -> Self {
+        let mut strict_policy = Policy::default();
+        strict_policy.drain.protect_stopped_replicas = true;
+        let mut lenient_policy = Policy::default();
+        lenient_policy.drain.protect_stopped_replicas = false;
+        Self {
+            strict: HashMap::new(),
+            lenient: HashMap::new(),
+            placed: HashMap::new(),
+            sites: Sites::default(),
+            dirty: HashSet::new(),
+            all_dirty: false,
+            strict_policy,
+            lenient_policy,
+        }
+    }
+}
+
+impl DrainIndex {
+    /// The volumes (in name order) that are not safe when `node` is drained under `policy`,
+    /// overrides not applied.
+    pub fn unsafe_volumes<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a str> + 'a {
+        let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
+        sets.get(node).into_iter().flatten().map(String::as_str)
+    }
+
+    /// [`super::analyze_node_with`] reduced to the volumes that are not safe: the same
+    /// blocking and overridden reports, without the safe ones.
+    pub fn analyze(
+        &self,
+        view: &ClusterView,
+        node: &str,
+        policy: &Policy,
+        now: SystemTime,
+        node_override: Option<String>,
+    ) -> NodeAnalysis {
+        let volumes = self.unsafe_volumes(node, policy).map(|v| {
+            let kinds = self.sites.of_volume(view, v).remove(node).unwrap_or_default();
+            (v.to_string(), kinds)
+        });
+        analyze_volumes(view, node, volumes, self.sites.unmapped_on(node), policy, now, node_override)
+    }
+
+    fn mark(&mut self, volume: Option<&str>) {
+        if let Some(v) = volume.filter(|v| !v.is_empty()) {
+            self.sites.mark_volume(v);
+            if !self.dirty.contains(v) {
+                self.dirty.insert(v.to_string());
+            }
+        }
+    }
+
+    fn mark_replicas_on(&mut self, view: &ClusterView, node: &str) {
+        for r in view.replicas_on_node(node) {
+            self.mark(r.volume());
+        }
+    }
+
+    fn recompute(&mut self, view: &ClusterView, volume: &str) {
+        let mut in_ims = self.sites.of_volume(view, volume);
+        let mut candidates: BTreeSet<String> = in_ims.keys().cloned().collect();
+        candidates.extend(view.replicas_of_volume(volume).filter_map(Replica::node).map(str::to_string));
+        candidates.extend(view.engines_of_volume(volume).filter_map(Engine::node).map(str::to_string));
+        let before = self.placed.remove(volume).unwrap_or_default();
+        for node in before.difference(&candidates) {
+            remove(&mut self.strict, node, volume);
+            remove(&mut self.lenient, node, volume);
+        }
+        let mut placed = BTreeSet::new();
+        for node in candidates {
+            let kinds = in_ims.remove(&node).unwrap_or_default();
+            let verdict = |policy| volume_verdict(view, &node, volume, &kinds, policy) != Verdict::Safe;
+            let strict = verdict(&self.strict_policy);
+            let lenient = strict && verdict(&self.lenient_policy);
+            set(&mut self.strict, &node, volume, strict);
+            set(&mut self.lenient, &node, volume, lenient);
+            if strict {
+                placed.insert(node);
+            }
+        }
+        if !placed.is_empty() {
+            self.placed.insert(volume.to_string(), placed);
+        }
+    }
+
+    fn instance_manager_changed(&mut self, view: &ClusterView, old: Option<&InstanceManager>, name: &str) {
+        let new = view.instance_manager(name);
+        let same_manager = match (old, new) {
+            (Some(a), Some(b)) => {
+                (&a.spec.node_id, &a.spec.type_, &a.spec.data_engine, &a.spec.image, &a.status.current_state)
+                    == (
+                        &b.spec.node_id,
+                        &b.spec.type_,
+                        &b.spec.data_engine,
+                        &b.spec.image,
+                        &b.status.current_state,
+                    )
+            }
+            _ => false,
+        };
+        for entry in self.sites.instance_manager_changed(old, new) {
+            self.mark(view.engine(&entry).and_then(Engine::volume));
+            self.mark(volume_of_engine_name(&entry));
+        }
+        if !same_manager {
+            for im in old.into_iter().chain(new) {
+                self.mark_replicas_on(view, &im.spec.node_id);
+            }
+            let users: Vec<Option<String>> =
+                view.replicas_using_instance_manager(name).map(|r| r.volume().map(str::to_string)).collect();
+            for v in users {
+                self.mark(v.as_deref());
+            }
+        }
+    }
+
+    fn changed(&mut self, view: &ClusterView, kind: ObjectKind, name: &str, old: Option<&Object>) {
+        match (kind, old) {
+            (ObjectKind::Volume, _) => self.mark(Some(name)),
+            (ObjectKind::Replica, old) => {
+                if let Some(Object::Replica(r)) = old {
+                    self.mark(r.volume());
+                }
+                self.mark(view.replica(name).and_then(Replica::volume));
+            }
+            (ObjectKind::Engine, old) => {
+                if let Some(Object::Engine(e)) = old {
+                    self.mark(e.volume());
+                }
+                self.mark(view.engine(name).and_then(Engine::volume));
+                self.mark(volume_of_engine_name(name));
+                self.sites.mark_entry(name);
+            }
+            (ObjectKind::Node, old) => {
+                let before = match old {
+                    Some(Object::Node(n)) => Some(n.spec.unschedulable.unwrap_or(false)),
+                    _ => None,
+                };
+                if before != view.is_node_cordoned(name) {
+                    self.mark_replicas_on(view, name);
+                }
+            }
+            (ObjectKind::InstanceManager, old) => {
+                let old = match old {
+                    Some(Object::InstanceManager(im)) => Some(im),
+                    _ => None,
+                };
+                self.instance_manager_changed(view, old, name);
+            }
+            (ObjectKind::Setting, old) => {
+                let before = match old {
+                    Some(Object::Setting(s)) => Some(s.value.as_str()),
+                    _ => None,
+                };
+                if before != view.setting(name) {
+                    self.all_dirty = true;
+                }
+            }
+            (ObjectKind::Pod | ObjectKind::StorageClass | ObjectKind::LonghornNode, _) => {}
+        }
+    }
+}
+
+fn set(sets: &mut HashMap<String, BTreeSet<String>>, node: &str, volume: &str, member: bool) {
+    if member {
+        match sets.get_mut(node) {
+            Some(s) => {
+                if !s.contains(volume) {
+                    s.insert(volume.to_string());
+                }
+            }
+            None => {
+                sets.insert(node.to_string(), BTreeSet::from([volume.to_string()]));
+            }
+        }
+    } else {
+        remove(sets, node, volume);
+    }
+}
+
+fn remove(sets: &mut HashMap<String, BTreeSet<String>>, node: &str, volume: &str) {
+    if let Some(s) = sets.get_mut(node) {
+        s.remove(volume);
+        if s.is_empty() {
+            sets.remove(node);
+        }
+    }
+}
+
+impl ViewIndex for DrainIndex {
+    fn apply(&mut self, view: &ClusterView, kind: ObjectKind, name: &str, old: Option<&Object>) {
+        self.changed(view, kind, name, old);
+    }
+
+    fn delete(&mut self, view: &ClusterView, old: &Object) {
+        self.changed(view, old.kind(), old.name(), Some(old));
+    }
+
+    fn flush(&mut self, view: &ClusterView) {
+        if self.all_dirty {
+            self.sites.mark_all();
+        }
+        self.sites.flush(view);
+        if self.all_dirty {
+            self.all_dirty = false;
+            self.dirty.clear();
+            self.strict.clear();
+            self.lenient.clear();
+            self.placed.clear();
+            let all: Vec<String> = view.volume_names().map(str::to_string).collect();
+            let claimed: Vec<String> = self.sites.implied_volumes().cloned().collect();
+            for v in all.iter().chain(&claimed) {
+                self.recompute(view, v);
+            }
+            return;
+        }
+        for v in std::mem::take(&mut self.dirty) {
+            self.recompute(view, &v);
+        }
+    }
+
+    fn rebuild(&mut self, view: &ClusterView) {
+        let (strict_policy, lenient_policy) = (self.strict_policy.clone(), self.lenient_policy.clone());
+        *self = Self { strict_policy, lenient_policy, ..Self::default() };
+        for im in view.instance_managers() {
+            self.sites.instance_manager_changed(None, Some(im));
+        }
+        self.all_dirty = true;
+        self.flush(view);
+    }
+
+    fn clone_box(&self) -> Box<dyn ViewIndex> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,180 @@
+//! Where instance managers run engine and engine-frontend entries, kept current for the drain
+//! index: by entry name, the nodes and instance managers that report it, and per node the
+//! entries that no known volume owns (they block a drain, as Longhorn keeps the instance
+//! manager's disruption budget while any entry runs).
+//!
+//! An entry's owner ([`owner_of_entry`]) depends on the view (its Engine object, or whether the
+//! volume its name implies is known), so a change of an instance manager, an Engine, or any
+//! object that makes a volume known or unknown marks the entries it may affect; [`Sites::flush`]
+//! re-reads only those.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use super::instances::{owner_of_entry, volume_of_engine_name, InstanceKind, UnmappedInstance};
+use crate::cluster::{ClusterView, InstanceManager};
+
+/// One place an entry runs: (node, instance manager, kind of entry).
+type Site = (String, String, InstanceKind);
+
+/// Entry sites and the unmapped entries per node.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Sites {
+    /// Entry name -> where it runs.
+    by_entry: HashMap<String, BTreeSet<Site>>,
+    /// Volume implied by an entry's name -> those entry names.
+    by_implied: HashMap<String, BTreeSet<String>>,
+    /// Node -> (instance manager, kind, entry name) that no known volume owns.
+    unmapped: HashMap<String, BTreeSet<(String, InstanceKind, String)>>,
+    dirty: HashSet<String>,
+}
+
+/// The engine and engine-frontend entries of a non-replica instance manager with a node,
+/// each with its site.
+fn placed(im: Option<&InstanceManager>) -> BTreeSet<(Site, &str)> {
+    let Some(im) = im.filter(|im| im.spec.type_ != "replica" && !im.spec.node_id.is_empty()) else {
+        return BTreeSet::new();
+    };
+    let name = im.metadata.name.as_deref().unwrap_or("");
+    let site = |kind| (im.spec.node_id.clone(), name.to_string(), kind);
+    let engines = im.status.instance_engines.keys().map(|k| (site(InstanceKind::Engine), k.as_str()));
+    let frontends =
+        im.status.instance_engine_frontends.keys().map(|k| (site(InstanceKind::EngineFrontend), k.as_str()));
+    engines.chain(frontends).collect()
+}
+
+impl Sites {
+    /// An instance manager changed from `old` to `new` (either may be absent). Returns the
+    /// entry names whose sites changed (only those: a status update that adds one engine to a
+    /// list of hundreds costs one entry).
+    pub(super) fn instance_manager_changed(
+        &mut self,
+        old: Option<&InstanceManager>,
+        new: Option<&InstanceManager>,
+    ) -> BTreeSet<String> {
+        let before = placed(old);
+        let after = placed(new);
+        let mut changed = BTreeSet::new();
+        for (site, entry) in before.difference(&after) {
+            let (node, im, kind) = site;
+            if let Some(set) = self.unmapped.get_mut(node) {
+                set.remove(&(im.clone(), *kind, entry.to_string()));
+                if set.is_empty() {
+                    self.unmapped.remove(node);
+                }
+            }
+            if let Some(sites) = self.by_entry.get_mut(*entry) {
+                sites.remove(site);
+                if sites.is_empty() {
+                    self.by_entry.remove(*entry);
+                    self.forget_implied(entry);
+                }
+            }
+            changed.insert(entry.to_string());
+        }
+        for (site, entry) in after.difference(&before) {
+            self.by_entry.entry(entry.to_string()).or_default().insert(site.clone());
+            if let Some(v) = volume_of_engine_name(entry) {
+                self.by_implied.entry(v.to_string()).or_default().insert(entry.to_string());
+            }
+            changed.insert(entry.to_string());
+        }
+        self.dirty.extend(changed.iter().cloned());
+        changed
+    }
+
+    fn forget_implied(&mut self, entry: &str) {
+        if let Some(v) = volume_of_engine_name(entry) {
+            if let Some(set) = self.by_implied.get_mut(v) {
+                set.remove(entry);
+                if set.is_empty() {
+                    self.by_implied.remove(v);
+                }
+            }
+        }
+    }
+
+    /// The owner of entry `name` may have changed (its Engine object changed).
+    pub(super) fn mark_entry(&mut self, name: &str) {
+        if self.by_entry.contains_key(name) && !self.dirty.contains(name) {
+            self.dirty.insert(name.to_string());
+        }
+    }
+
+    /// Volume `volume` may have become known or unknown: its name-implied entries are re-read.
+    pub(super) fn mark_volume(&mut self, volume: &str) {
+        if let Some(names) = self.by_implied.get(volume) {
+            self.dirty.extend(names.iter().cloned());
+        }
+    }
+
+    /// Every entry is re-read at the next flush.
+    pub(super) fn mark_all(&mut self) {
+        self.dirty.extend(self.by_entry.keys().cloned());
+    }
+
+    /// Re-reads the owner of every marked entry and files its sites as mapped or unmapped.
+    pub(super) fn flush(&mut self, view: &ClusterView) {
+        for entry in std::mem::take(&mut self.dirty) {
+            let Some(sites) = self.by_entry.get(&entry) else { continue };
+            let unmapped = owner_of_entry(view, &entry).is_none();
+            for (node, im, kind) in sites {
+                let key = (im.clone(), *kind, entry.clone());
+                if unmapped {
+                    self.unmapped.entry(node.clone()).or_default().insert(key);
+                } else if let Some(set) = self.unmapped.get_mut(node) {
+                    set.remove(&key);
+                    if set.is_empty() {
+                        self.unmapped.remove(node);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The volumes whose name some entry implies (they may be known through no other object).
+    pub(super) fn implied_volumes(&self) -> impl Iterator<Item = &String> {
+        self.by_implied.keys()
+    }
+
+    /// The entry names that may belong to `volume`: its Engine objects' names and the entries
+    /// whose name implies it.
+    fn candidates<'a>(&'a self, view: &'a ClusterView, volume: &str) -> BTreeSet<&'a str> {
+        let objects = view.engines_of_volume(volume).filter_map(|e| e.metadata.name.as_deref());
+        let implied = self.by_implied.get(volume).into_iter().flatten().map(String::as_str);
+        objects.chain(implied).collect()
+    }
+
+    /// Per node, the kinds of entry that instance managers there run for `volume`.
+    pub(super) fn of_volume(
+        &self,
+        view: &ClusterView,
+        volume: &str,
+    ) -> BTreeMap<String, BTreeSet<InstanceKind>> {
+        let mut out: BTreeMap<String, BTreeSet<InstanceKind>> = BTreeMap::new();
+        for entry in self.candidates(view, volume) {
+            let Some(sites) = self.by_entry.get(entry) else { continue };
+            if owner_of_entry(view, entry).as_deref() != Some(volume) {
+                continue;
+            }
+            for (node, _, kind) in sites {
+                out.entry(node.clone()).or_default().insert(*kind);
+            }
+        }
+        out
+    }
+
+    /// The entries on `node` that no known volume owns, in (instance manager, kind, name) order.
+    pub(super) fn unmapped_on(&self, node: &str) -> Vec<UnmappedInstance> {
+        self.unmapped
+            .get(node)
+            .into_iter()
+            .flatten()
+            .map(|(im, kind, name)| UnmappedInstance {
+                instance_manager: im.clone(),
+                kind: *kind,
+                name: name.clone(),
+                overridden: false,
+            })
+            .collect()
+    }
+}
