@@ -7,13 +7,40 @@
 //! node, `BENCH_STRANDED` volumes whose only healthy replica is there). Sizes: `BENCH_NODES`
 //! (default 30), `BENCH_VOLUMES` (default 10000), 3 replicas each.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
 use longhorn_guard::admission::{parse_review, response_review};
 use longhorn_guard::cluster::{ClusterView, Object, ObjectKind, Source};
 use longhorn_guard::policy::{self, Policy};
 use serde_json::{json, Value};
+
+/// The system allocator, counting the bytes in use: the view's own heap, apart from what the
+/// allocator keeps resident after the parse's temporary values are freed.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 fn env_usize(key: &str, default: usize) -> usize {
     std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -198,12 +225,14 @@ fn main() {
     let volumes = env_usize("BENCH_VOLUMES", 10_000);
     let stranded = env_usize("BENCH_STRANDED", 3);
     let before = rss_kib();
+    let live_before = LIVE.load(Ordering::Relaxed);
     let t = Instant::now();
     let objects = synthetic_cluster(nodes, volumes, stranded);
     let count = objects.len();
     let view = ClusterView::from_objects(Source::Direct, objects, SystemTime::now());
     let built = t.elapsed();
     let after = rss_kib();
+    let live = LIVE.load(Ordering::Relaxed).saturating_sub(live_before) as f64 / 1_048_576.0;
     println!(
         "cluster: {nodes} nodes, {volumes} volumes, {} replicas, {count} objects; parsed and view built in {:?}",
         volumes * 3,
@@ -217,6 +246,10 @@ fn main() {
             a as f64 / 1024.0
         );
     }
+    println!(
+        "heap in use by the view: {live:.1} MiB ({:.2} MiB per 1,000 volumes)",
+        live * 1000.0 / volumes.max(1) as f64
+    );
     println!(
         "replicas on the drained nodes: {} (allow), {} (deny)",
         view.replica_count_on_node(&node_name(0)),
