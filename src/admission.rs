@@ -151,8 +151,35 @@ struct ReviewEnvelope {
     request: Option<Value>,
 }
 
+/// The envelope read in one pass, the request left as raw JSON text for its typed parse.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawEnvelope<'a> {
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    request: Option<&'a serde_json::value::RawValue>,
+}
+
 /// Parses an HTTP body into the request it carries.
 pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
+    fast_parse(body).map_or_else(|| parse_review_checked(body), Ok)
+}
+
+/// The common case in one pass straight into the typed request: a well-formed
+/// `admission.k8s.io/v1` AdmissionReview. Anything else (`None`) goes through
+/// [`parse_review_checked`], which says exactly what is wrong.
+fn fast_parse(body: &[u8]) -> Option<AdmissionRequest> {
+    let env: RawEnvelope = serde_json::from_slice(body).ok()?;
+    if env.kind != Some("AdmissionReview") || env.api_version != Some(API_VERSION) {
+        return None;
+    }
+    let req: AdmissionRequest = serde_json::from_str(env.request?.get()).ok()?;
+    (!req.uid.is_empty()).then_some(req)
+}
+
+/// [`parse_review`] step by step, each failure with its own error.
+fn parse_review_checked(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ReviewError::Empty);
     }

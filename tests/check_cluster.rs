@@ -368,6 +368,25 @@ fn drain_readiness_counts_blocking_volumes() {
     );
 }
 
+#[test]
+fn drain_readiness_counts_entries_no_known_volume_owns() {
+    let r = quiet_with(|d| {
+        let im = item(d, "InstanceManager", "instance-manager-n3");
+        im["status"]["instanceEngines"] = json!({"ghost-e-0": {}});
+        im["status"]["instanceEngineFrontends"] = json!({"gone-ef-1": {}});
+    });
+    let n3 = of(&r, Check::DrainReadiness).into_iter().find(|(_, o, _)| o == "node/n3").unwrap();
+    assert_eq!(
+        n3,
+        (
+            Severity::Warning,
+            "node/n3".into(),
+            "n3: a drain would wait for 2 engine instances no known volume owns (ghost-e-0, gone-ef-1)"
+                .into()
+        )
+    );
+}
+
 fn run(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
         .args(["check", "cluster"])

@@ -282,14 +282,19 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
     let policy = Arc::new(Policy::load(args.policy.as_deref()).map_err(|e| format!("policy: {e}"))?);
     let (admitter, watches) = match &args.state {
         Some(path) => {
-            let view = snapshot::load(path).map_err(|e| format!("state: {e}"))?;
-            tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
-            let mut admitter = Admitter::new(SharedView::new(view), policy.clone(), None);
-            if !args.check_interval.is_zero() {
+            // One load serves both: the checks' reader returns the same view the loader builds.
+            let (view, checks) = if args.check_interval.is_zero() {
+                (snapshot::load(path).map_err(|e| format!("state: {e}"))?, None)
+            } else {
                 let (inv, view) =
                     crate::check::cluster::load_snapshot(path).map_err(|e| format!("state: {e}"))?;
                 let checks = crate::check::cluster::metrics::SharedChecks::default();
                 crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
+                (view, Some(checks))
+            };
+            tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
+            let mut admitter = Admitter::new(SharedView::new(view), policy.clone(), None);
+            if let Some(checks) = checks {
                 admitter = admitter.with_checks(checks);
             }
             (admitter, None)
@@ -303,11 +308,12 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             let view = SharedView::new(ClusterView::new(Source::Watch));
             let watches = tokio::spawn(crate::cluster::watch::run(client.clone(), view.clone()));
             let confirmer = Some(crate::cluster::confirm::confirmer(client.clone()));
-            let mut admitter = Admitter::new(view, policy.clone(), confirmer);
+            let mut admitter = Admitter::new(view.clone(), policy.clone(), confirmer);
             if !args.check_interval.is_zero() {
                 let checks = crate::check::cluster::metrics::SharedChecks::default();
                 tokio::spawn(crate::check::cluster::metrics::refresh_loop(
                     client,
+                    view.clone(),
                     policy,
                     args.check_interval,
                     checks.clone(),

@@ -187,6 +187,15 @@ impl Inventory {
     /// read here when `check cluster` needs more of them); other kinds it reads are kept here;
     /// the rest are skipped. `Err` is a one-line reason naming the item.
     pub fn ingest(&mut self, item: Value) -> Result<Option<Object>, String> {
+        self.take(item, true)
+    }
+
+    /// [`Self::ingest`] for a caller that keeps its own view: nothing is returned.
+    pub fn note(&mut self, item: Value) -> Result<(), String> {
+        self.take(item, false).map(|_| ())
+    }
+
+    fn take(&mut self, item: Value, view_object: bool) -> Result<Option<Object>, String> {
         let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
         let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
@@ -221,7 +230,7 @@ impl Inventory {
         } else if api_version == "storage.k8s.io/v1" && kind == "StorageClass" {
             self.storage_classes.push(item.clone());
         }
-        match ObjectKind::from_type(&api_version, &kind) {
+        match ObjectKind::from_type(&api_version, &kind).filter(|_| view_object) {
             Some(k) => Object::from_value(k, item).map(Some).map_err(bad),
             None => Ok(None),
         }

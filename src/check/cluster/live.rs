@@ -28,24 +28,35 @@ struct Read {
     kind: &'static str,
     labels: Option<String>,
     optional: bool,
+    /// The inventory keeps something of this kind (else only the view does).
+    inventory: bool,
 }
 
 fn reads() -> Vec<Read> {
-    let lh = |plural: &str, kind: &'static str, optional: bool| Read {
+    let lh = |plural: &str, kind: &'static str, optional: bool, inventory: bool| Read {
         path: format!("/apis/longhorn.io/v1beta2/namespaces/{LONGHORN_NAMESPACE}/{plural}"),
         api_version: "longhorn.io/v1beta2",
         kind,
         labels: None,
         optional,
+        inventory,
     };
     vec![
-        Read { path: "/api/v1/nodes".into(), api_version: "v1", kind: "Node", labels: None, optional: false },
+        Read {
+            path: "/api/v1/nodes".into(),
+            api_version: "v1",
+            kind: "Node",
+            labels: None,
+            optional: false,
+            inventory: false,
+        },
         Read {
             path: format!("/api/v1/namespaces/{LONGHORN_NAMESPACE}/pods"),
             api_version: "v1",
             kind: "Pod",
             labels: Some(format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}")),
             optional: false,
+            inventory: false,
         },
         Read {
             path: "/apis/storage.k8s.io/v1/storageclasses".into(),
@@ -53,16 +64,17 @@ fn reads() -> Vec<Read> {
             kind: "StorageClass",
             labels: None,
             optional: false,
+            inventory: true,
         },
-        lh("volumes", "Volume", false),
-        lh("replicas", "Replica", false),
-        lh("engines", "Engine", false),
-        lh("nodes", "Node", false),
-        lh("settings", "Setting", false),
-        lh("instancemanagers", "InstanceManager", false),
-        lh("backuptargets", "BackupTarget", true),
-        lh("recurringjobs", "RecurringJob", true),
-        lh("snapshots", "Snapshot", true),
+        lh("volumes", "Volume", false, true),
+        lh("replicas", "Replica", false, false),
+        lh("engines", "Engine", false, false),
+        lh("nodes", "Node", false, true),
+        lh("settings", "Setting", false, true),
+        lh("instancemanagers", "InstanceManager", false, false),
+        lh("backuptargets", "BackupTarget", true, true),
+        lh("recurringjobs", "RecurringJob", true, true),
+        lh("snapshots", "Snapshot", true, true),
     ]
 }
 
@@ -90,23 +102,36 @@ pub async fn read() -> Result<(Inventory, ClusterView), String> {
 
 /// [`read`] with a given client.
 pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView), String> {
-    let inv = Mutex::new(Inventory::default());
     let objects: Mutex<Vec<Object>> = Mutex::new(Vec::new());
-    stream::iter(reads())
-        .map(|r| list_kind(client, r, &inv, &objects))
+    let inv = read_into(client, Some(&objects)).await?;
+    let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
+}
+
+/// Only the [`Inventory`]: what `serve` reads on each refresh, next to the view its watches
+/// keep (so the drain kinds are never held twice).
+pub async fn read_inventory(client: &kube::Client) -> Result<Inventory, String> {
+    read_into(client, None).await
+}
+
+/// Lists every kind, folding pages into the inventory; view objects go to `objects` if given.
+async fn read_into(client: &kube::Client, objects: Option<&Mutex<Vec<Object>>>) -> Result<Inventory, String> {
+    let inv = Mutex::new(Inventory::default());
+    // Without a view to fill, only the kinds the inventory keeps are read.
+    let reads = reads().into_iter().filter(|r| objects.is_some() || r.inventory);
+    stream::iter(reads)
+        .map(|r| list_kind(client, r, &inv, objects))
         .buffer_unordered(IN_FLIGHT)
         .try_collect::<Vec<()>>()
         .await?;
-    let inv = inv.into_inner().unwrap_or_else(|p| p.into_inner());
-    let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
+    Ok(inv.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
 
 async fn list_kind(
     client: &kube::Client,
     r: Read,
     inv: &Mutex<Inventory>,
-    objects: &Mutex<Vec<Object>>,
+    objects: Option<&Mutex<Vec<Object>>>,
 ) -> Result<(), String> {
     let mut token: Option<String> = None;
     loop {
@@ -135,12 +160,16 @@ async fn list_kind(
                     map.entry("apiVersion").or_insert_with(|| Value::from(r.api_version));
                     map.entry("kind").or_insert_with(|| Value::from(r.kind));
                 }
-                if let Some(o) = inv.ingest(item)? {
+                if objects.is_none() {
+                    inv.note(item)?;
+                } else if let Some(o) = inv.ingest(item)? {
                     got.push(o);
                 }
             }
         }
-        objects.lock().unwrap_or_else(|p| p.into_inner()).extend(got);
+        if let Some(objects) = objects {
+            objects.lock().unwrap_or_else(|p| p.into_inner()).extend(got);
+        }
         token = page.metadata.continue_.filter(|t| !t.is_empty());
         if token.is_none() {
             return Ok(());

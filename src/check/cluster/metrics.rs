@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use super::{Check, Inventory, Report, Severity};
-use crate::cluster::ClusterView;
+use crate::cluster::{ClusterView, SharedView};
 use crate::policy::Policy;
 
 /// The metric names this module exports (docs/check-cluster.md#metrics).
@@ -70,15 +70,28 @@ pub fn run_once(status: &SharedChecks, inv: &Inventory, view: &ClusterView, poli
 /// Refreshes from the live cluster every `every` until the task is dropped. A failed read is
 /// logged, counted, and leaves the last findings in place (the staleness alert fires on
 /// `longhorn_guard_checks_last_run_timestamp_seconds`).
-pub async fn refresh_loop(client: kube::Client, policy: Arc<Policy>, every: Duration, status: SharedChecks) {
+///
+/// The drain kinds come from `view`, the view the watches keep (its read lock is held while the
+/// checks run; drain readiness reads its drain index); only what the view lacks is listed. Runs
+/// start once the view has synced.
+pub async fn refresh_loop(
+    client: kube::Client,
+    view: SharedView,
+    policy: Arc<Policy>,
+    every: Duration,
+    status: SharedChecks,
+) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        while !view.read().freshness().synced {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
         let started = std::time::Instant::now();
-        match super::live::read_with(&client).await {
-            Ok((inv, view)) => {
-                let r = run_once(&status, &inv, &view, &policy);
+        match super::live::read_inventory(&client).await {
+            Ok(inv) => {
+                let r = run_once(&status, &inv, &view.read(), &policy);
                 tracing::info!(
                     errors = r.summary.errors,
                     warnings = r.summary.warnings,

@@ -5,12 +5,12 @@ use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
-use super::super::finding::{count, some_names, Check, Finding, Severity};
+use super::super::finding::{some_names, Check, Finding, Severity};
 use super::super::inventory::{Inventory, VolumeInfo};
 use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo};
 use crate::cluster::{ClusterView, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
-use crate::policy::drain::{analyze_node, stalled_rebuilds, StalledRebuild};
+use crate::policy::drain::{analyze_blockers, stalled_rebuilds, waits_for, StalledRebuild};
 use crate::policy::replicas::{self, PREFIX};
 use crate::policy::{DrainAction, Policy};
 
@@ -268,8 +268,14 @@ pub fn drain_readiness(
     let mut findings = Vec::new();
     let mut counts = Vec::new();
     for node in nodes {
-        let analysis = analyze_node(view, node, policy, now);
-        let blocking: Vec<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
+        let analysis = analyze_blockers(view, node, policy, now);
+        let volumes = analysis.blocking().count();
+        let entries = analysis.blocking_unmapped().count();
+        let blocking: Vec<&str> = analysis
+            .blocking()
+            .map(|v| v.volume.as_str())
+            .chain(analysis.blocking_unmapped().map(|u| u.name.as_str()))
+            .collect();
         counts.push(NodeReadiness { node: node.to_string(), blocking: blocking.len() });
         findings.push(if blocking.is_empty() {
             Finding::new(
@@ -286,7 +292,7 @@ pub fn drain_readiness(
                 format!("node/{node}"),
                 format!(
                     "{node}: a drain would wait for {} ({})",
-                    count(blocking.len(), "volume"),
+                    waits_for(volumes, entries),
                     some_names(&blocking, SHOWN)
                 ),
                 format!("longhorn-guard check drain {node} shows each volume and its remedy"),
