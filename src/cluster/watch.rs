@@ -66,7 +66,7 @@ macro_rules! lean {
                 &mut self.metadata
             }
             fn into_object(self) -> Object {
-                Object::$t(self)
+                Object::$t(Box::new(self))
             }
         }
     )*};
@@ -92,9 +92,9 @@ struct MetaOnly {
 
 fn kube_meta(m: &mut Meta) -> ObjectMeta {
     ObjectMeta {
-        name: m.name.clone(),
+        name: m.name.as_deref().map(str::to_string),
         namespace: m.namespace.as_deref().map(str::to_string),
-        resource_version: m.resource_version.take(),
+        resource_version: m.resource_version.take().map(String::from),
         ..ObjectMeta::default()
     }
 }
@@ -286,7 +286,7 @@ fn readable(kind: ObjectKind, item: Item) -> Result<Object, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{ClusterView, Source};
+    use crate::cluster::{ClusterView, Name, Source};
     use serde_json::json;
 
     fn replica(name: &str, node: &str) -> Object {
@@ -307,7 +307,7 @@ mod tests {
         v.replace_kind(ObjectKind::Replica, vec![replica("r2", "n1"), replica("r3", "n3")], now);
         assert!(v.replica("r1").is_none());
         assert_eq!(
-            v.replicas_on_node("n1").map(|r| r.metadata.name.clone().unwrap()).collect::<Vec<_>>(),
+            v.replicas_on_node("n1").map(|r| r.metadata.name.clone().unwrap()).collect::<Vec<Name>>(),
             ["r2"]
         );
         assert_eq!(v.replicas_on_node("n2").count(), 0);
