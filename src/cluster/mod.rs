@@ -12,6 +12,7 @@ pub mod name;
 pub mod nameset;
 pub mod objects;
 pub mod readset;
+pub mod relist;
 pub mod snapshot;
 pub mod stats;
 pub mod watch;
@@ -24,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 pub use index::ViewIndex;
 pub use objects::*;
+pub use relist::Relist;
 
 /// Where the view's data came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,7 +176,7 @@ impl ClusterView {
         self.indexes = indexes;
     }
 
-    fn flush_indexes(&mut self) {
+    pub(crate) fn flush_indexes(&mut self) {
         self.notify(|i, v| i.flush(v));
     }
 
@@ -188,7 +190,7 @@ impl ClusterView {
     }
 
     /// [`Self::upsert`] without flushing the derived indexes (a batch flushes once).
-    fn put(&mut self, mut object: Object, now: SystemTime) {
+    pub(crate) fn put(&mut self, mut object: Object, now: SystemTime) {
         object.metadata_mut().resource_version = None;
         let name = object.metadata().name.clone().unwrap_or_default();
         let kind = object.kind();
@@ -257,7 +259,7 @@ impl ClusterView {
     }
 
     /// [`Self::remove`] without flushing the derived indexes.
-    fn take(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
+    pub(crate) fn take(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
         let old = self.unindex(kind, namespace, name);
         self.clear_unreadable(kind, name);
         if kind == ObjectKind::Engine {
@@ -313,45 +315,6 @@ impl ClusterView {
                 Object::InstanceManager(old)
             }
         })
-    }
-
-    /// Replaces every object of `kind` with `objects` (a watch's completed (re)list): objects
-    /// absent from the new list are removed, the rest upserted, so rebuild progress marks of
-    /// engines that are still there survive the relist. Derived indexes are updated once.
-    pub fn replace_kind(&mut self, kind: ObjectKind, objects: Vec<Object>, now: SystemTime) {
-        let keep: std::collections::HashSet<(&str, &str)> = objects
-            .iter()
-            .map(|o| (o.metadata().namespace.as_deref().unwrap_or_default(), o.name()))
-            .collect();
-        let existing: Vec<(Name, Name)> = match kind {
-            ObjectKind::Pod => {
-                self.pods.iter().flat_map(|(ns, pods)| pods.keys().map(|n| (ns.clone(), n.clone()))).collect()
-            }
-            ObjectKind::Node => self.nodes.keys().map(|n| (Name::default(), n.clone())).collect(),
-            ObjectKind::StorageClass => {
-                self.storage_classes.keys().map(|n| (Name::default(), n.clone())).collect()
-            }
-            ObjectKind::Volume => self.volumes.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::Replica => self.replicas.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::Engine => self.engines.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::LonghornNode => self.longhorn_nodes.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::Setting => self.settings.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::InstanceManager => {
-                self.instance_managers.values().map(|o| key_of(&o.metadata)).collect()
-            }
-        };
-        let gone: Vec<(Name, Name)> =
-            existing.into_iter().filter(|(ns, name)| !keep.contains(&(ns.as_str(), name.as_str()))).collect();
-        drop(keep);
-        for (ns, name) in gone {
-            self.take(kind, Some(&ns), &name);
-        }
-        self.unreadable.remove(&kind);
-        for o in objects {
-            self.put(o, now);
-        }
-        self.flush_indexes();
-        self.touch_kind(kind, now);
     }
 
     /// Records that the view holds a complete initial list of every kind.
@@ -572,10 +535,6 @@ impl ClusterView {
 /// The objects of one kind by name, each in the box it arrived in (a map of large inline
 /// values would waste most of its slots' space).
 type Kind<T> = HashMap<Name, Box<T>>;
-
-fn key_of(meta: &Meta) -> (Name, Name) {
-    (meta.namespace.clone().unwrap_or_default(), meta.name.clone().unwrap_or_default())
-}
 
 /// A shared, updatable view: watchers write, request handlers read.
 #[derive(Clone, Debug)]

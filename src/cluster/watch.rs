@@ -3,7 +3,8 @@
 //! One `kube::runtime::watcher` per kind (core Nodes, Pods in `longhorn-system`,
 //! StorageClasses, and the Longhorn kinds in `longhorn-system`), each object parsed once from
 //! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and applied in one step when it
-//! completes, so the view never shows half a list. The view is marked synced once every kind
+//! completes, so the view never shows half a list; the buffer keeps only the keys of objects
+//! the view already holds unchanged ([`Relist`]), so a relist never holds a second full copy. The view is marked synced once every kind
 //! finished its first list. Watch errors are logged and retried with the watcher's default
 //! backoff; while no data arrives the view's age keeps growing, which is how the policy tells
 //! stale from fresh.
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::relist::Relist;
 use super::{
     Engine, InstanceManager, LonghornNode, Meta, Node, Object, ObjectKind, Pod, Replica, Setting, SharedView,
     StorageClass, Volume,
@@ -206,7 +208,8 @@ pub async fn run(client: kube::Client, view: SharedView) {
     let all = targets();
     let total = all.len();
     let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t)));
-    let mut pending: std::collections::HashMap<ObjectKind, (Vec<Object>, Vec<String>)> = Default::default();
+    // Per kind being (re)listed: the listed keys and changed objects, and the unreadable names.
+    let mut pending: std::collections::HashMap<ObjectKind, (Relist, Vec<String>)> = Default::default();
     let mut listed: BTreeSet<ObjectKind> = BTreeSet::new();
     while let Some((kind, event)) = merged.next().await {
         let event = match event {
@@ -226,19 +229,19 @@ pub async fn run(client: kube::Client, view: SharedView) {
                 pending.insert(kind, Default::default());
             }
             Event::InitApply(item) => {
-                let (objects, unreadable) = pending.entry(kind).or_default();
+                let (relist, unreadable) = pending.entry(kind).or_default();
                 match readable(kind, item) {
-                    Ok(obj) => objects.push(obj),
+                    Ok(obj) => relist.push(&view.read(), obj),
                     Err(name) => unreadable.push(name),
                 }
             }
             Event::InitDone => {
-                let (objects, unreadable) = pending.remove(&kind).unwrap_or_default();
-                let n = objects.len();
+                let (relist, unreadable) = pending.remove(&kind).unwrap_or_default();
+                let (n, changed) = (relist.keep.len(), relist.changed.len());
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
                 view.update(|v| {
-                    v.replace_kind(kind, objects, now);
+                    v.apply_relist(kind, relist, now);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
                     }
@@ -246,7 +249,7 @@ pub async fn run(client: kube::Client, view: SharedView) {
                         v.mark_synced(now);
                     }
                 });
-                tracing::info!(kind = kind.display(), objects = n, "listed");
+                tracing::info!(kind = kind.display(), objects = n, changed, "listed");
                 if first && all_listed {
                     tracing::info!("cluster view synced: every watched kind is listed");
                 }
