@@ -2,9 +2,10 @@
 //!
 //! One `kube::runtime::watcher` per kind (core Nodes, Pods in `longhorn-system`,
 //! StorageClasses, and the Longhorn kinds in `longhorn-system`), each object parsed once from
-//! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and applied in one step when it
-//! completes, so the view never shows half a list; the buffer keeps only the keys of objects
-//! the view already holds unchanged ([`Relist`]), so a relist never holds a second full copy. The view is marked synced once every kind
+//! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and
+//! applied in one step when it completes, so the view never shows half a list; the buffer
+//! keeps only the keys of objects the view already holds unchanged ([`Relist`]), so a relist
+//! never holds a second full copy of a kind. The view is marked synced once every kind
 //! finished its first list. Watch errors are logged and retried with the watcher's default
 //! backoff; while no data arrives the view's age keeps growing, which is how the policy tells
 //! stale from fresh.
@@ -316,6 +317,37 @@ mod tests {
         assert_eq!(v.replicas_on_node("n2").count(), 0);
         assert_eq!(v.replicas_of_volume("v").count(), 2);
         assert!(!v.freshness().synced);
+    }
+
+    #[test]
+    fn a_relist_buffers_only_what_changed_and_ends_as_a_full_replace() {
+        let now = SystemTime::now();
+        let mut v = ClusterView::new(Source::Watch);
+        v.replace_kind(ObjectKind::Replica, vec![replica("r1", "n1"), replica("r2", "n2")], now);
+        let mut relist = Relist::default();
+        for o in [replica("r2", "n2"), replica("r3", "n1"), replica("r4", "n4")] {
+            relist.push(&v, o);
+        }
+        relist.push(&v, replica("r3", "n3"));
+        assert_eq!(relist.keep.len(), 3);
+        let changed: Vec<&str> = relist.changed.iter().map(Object::name).collect();
+        assert_eq!(changed, ["r3", "r4", "r3"]);
+        v.apply_relist(ObjectKind::Replica, relist, now);
+        let mut want = ClusterView::new(Source::Watch);
+        want.replace_kind(
+            ObjectKind::Replica,
+            vec![replica("r2", "n2"), replica("r3", "n3"), replica("r4", "n4")],
+            now,
+        );
+        for name in ["r1", "r2", "r3", "r4"] {
+            assert_eq!(v.replica(name), want.replica(name), "{name}");
+        }
+        for node in ["n1", "n2", "n3", "n4"] {
+            assert_eq!(v.replica_count_on_node(node), want.replica_count_on_node(node), "{node}");
+        }
+        let mut changed_rv = replica("r2", "n2");
+        changed_rv.metadata_mut().resource_version = Some("7".into());
+        assert!(!v.holds(&changed_rv) && v.holds(&replica("r2", "n2")));
     }
 
     #[test]
