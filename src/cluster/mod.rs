@@ -7,6 +7,7 @@
 pub mod client;
 pub mod confirm;
 pub mod index;
+mod kinds;
 pub mod meta;
 pub mod name;
 pub mod nameset;
