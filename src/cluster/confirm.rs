@@ -137,7 +137,7 @@ fn volumes_on(node: &str, here: &[Object], ims: &[Object]) -> BTreeSet<String> {
         }
     }
     let ims_here = ims.iter().filter_map(|o| match o {
-        Object::InstanceManager(im) if im.spec.node_id == node => Some(im),
+        Object::InstanceManager(im) if im.spec.node_id == node => Some(&**im),
         _ => None,
     });
     for engine in engines_reported_by(ims_here) {

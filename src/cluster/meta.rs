@@ -6,9 +6,10 @@
 //! [`KEPT_ANNOTATIONS`]). It deserializes straight from the API's JSON.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+use super::name::Name;
 
 /// Labels any decision reads; every other label is dropped while parsing.
 pub const KEPT_LABELS: [&str; 4] =
@@ -21,50 +22,95 @@ pub const KEPT_ANNOTATIONS: [&str; 1] = ["longhorn-guard.io/allow-drain"];
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Meta {
-    pub name: Option<String>,
-    pub namespace: Option<Arc<str>>,
+    pub name: Option<Name>,
+    pub namespace: Option<Name>,
     /// The watch reads it to resume; the view does not keep it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource_version: Option<String>,
+    pub resource_version: Option<Box<str>>,
     /// Set while the object is being deleted (its RFC 3339 time, as the API gives it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deletion_timestamp: Option<String>,
+    pub deletion_timestamp: Option<Name>,
     #[serde(deserialize_with = "kept_labels", skip_serializing_if = "SmallMap::is_empty")]
-    pub labels: SmallMap<String>,
+    pub labels: SmallMap<Name>,
     #[serde(deserialize_with = "kept_annotations", skip_serializing_if = "SmallMap::is_empty")]
-    pub annotations: SmallMap<String>,
+    pub annotations: SmallMap<Name>,
 }
 
-fn kept<'de, D: Deserializer<'de>>(d: D, keep: &[&str]) -> Result<SmallMap<String>, D::Error> {
-    let all: Option<BTreeMap<String, Option<String>>> = Option::deserialize(d)?;
-    Ok(all
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| keep.contains(&k.as_str()))
-        .map(|(k, v)| (k, v.unwrap_or_default()))
-        .collect())
+/// Reads a label or annotation map keeping only the `keep` keys, without allocating for the
+/// others.
+fn kept<'de, D: Deserializer<'de>>(d: D, keep: &'static [&'static str]) -> Result<SmallMap<Name>, D::Error> {
+    struct Kept(&'static [&'static str]);
+    impl<'de> serde::de::Visitor<'de> for Kept {
+        type Value = SmallMap<Name>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of strings")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(SmallMap::default())
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(SmallMap::default())
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                match self.0.iter().find(|kept| **kept == k) {
+                    Some(kept) => {
+                        let v: Option<Name> = map.next_value()?;
+                        out.push((Name::new(kept), v.unwrap_or_default()));
+                    }
+                    None => {
+                        map.next_value::<Option<AnyStr>>()?;
+                    }
+                }
+            }
+            Ok(out.into_iter().collect())
+        }
+    }
+    d.deserialize_option(Kept(keep))
 }
 
-fn kept_labels<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<String>, D::Error> {
+/// A string value that is checked and dropped.
+struct AnyStr;
+
+impl<'de> Deserialize<'de> for AnyStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = AnyStr;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E>(self, _: &str) -> Result<AnyStr, E> {
+                Ok(AnyStr)
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+fn kept_labels<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<Name>, D::Error> {
     kept(d, &KEPT_LABELS)
 }
 
-fn kept_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<String>, D::Error> {
+fn kept_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<Name>, D::Error> {
     kept(d, &KEPT_ANNOTATIONS)
 }
 
 /// The entries of a [`SmallMap`] in key order.
-pub type Entries<'a, V> =
-    std::iter::Map<std::slice::Iter<'a, (String, V)>, fn(&(String, V)) -> (&String, &V)>;
+pub type Entries<'a, V> = std::iter::Map<std::slice::Iter<'a, (Name, V)>, fn(&(Name, V)) -> (&Name, &V)>;
 
-/// A small string-keyed map stored as one sorted vector: a handful of entries take a few
-/// dozen bytes instead of a B-tree node each. Parses from and prints as a JSON object.
+/// A small map with interned keys stored as one sorted boxed slice: a handful of entries take
+/// a few dozen bytes instead of a B-tree node each. Parses from and prints as a JSON object.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SmallMap<V>(Vec<(String, V)>);
+pub struct SmallMap<V>(Box<[(Name, V)]>);
 
 impl<V> Default for SmallMap<V> {
     fn default() -> Self {
-        Self(Vec::new())
+        Self(Box::default())
     }
 }
 
@@ -90,7 +136,7 @@ impl<V> SmallMap<V> {
         self.0.iter().map(|(k, v)| (k, v))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
+    pub fn keys(&self) -> impl Iterator<Item = &Name> {
         self.0.iter().map(|(k, _)| k)
     }
 
@@ -103,17 +149,16 @@ impl<V> SmallMap<V> {
     }
 }
 
-impl<V> FromIterator<(String, V)> for SmallMap<V> {
-    fn from_iter<I: IntoIterator<Item = (String, V)>>(iter: I) -> Self {
-        let sorted: BTreeMap<String, V> = iter.into_iter().collect();
-        let mut v: Vec<(String, V)> = sorted.into_iter().collect();
-        v.shrink_to_fit();
-        Self(v)
+impl<V> FromIterator<(Name, V)> for SmallMap<V> {
+    /// Sorted by key; of equal keys the last wins (as in a JSON object).
+    fn from_iter<I: IntoIterator<Item = (Name, V)>>(iter: I) -> Self {
+        let sorted: BTreeMap<Name, V> = iter.into_iter().collect();
+        Self(sorted.into_iter().collect())
     }
 }
 
 impl<'a, V> IntoIterator for &'a SmallMap<V> {
-    type Item = (&'a String, &'a V);
+    type Item = (&'a Name, &'a V);
     type IntoIter = Entries<'a, V>;
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
@@ -122,7 +167,7 @@ impl<'a, V> IntoIterator for &'a SmallMap<V> {
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for SmallMap<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(BTreeMap::<String, V>::deserialize(d)?.into_iter().collect())
+        Ok(BTreeMap::<Name, V>::deserialize(d)?.into_iter().collect())
     }
 }
 
@@ -166,13 +211,16 @@ mod tests {
         .unwrap();
         assert_eq!(m.name.as_deref(), Some("r1"));
         assert_eq!(m.namespace.as_deref(), Some("longhorn-system"));
-        assert_eq!(m.labels.iter().collect::<Vec<_>>(), [(&"longhornvolume".to_string(), &"v1".to_string())]);
+        assert_eq!(m.labels.iter().collect::<Vec<_>>(), [(&Name::new("longhornvolume"), &Name::new("v1"))]);
         assert_eq!(m.annotations.len(), 1);
         assert!(m.deletion_timestamp.is_some());
         let none: Meta =
             serde_json::from_value(json!({"labels": {"app": "x"}, "annotations": null})).unwrap();
         assert!(none.labels.is_empty() && none.annotations.is_empty());
-        let map: SmallMap<String> = serde_json::from_value(json!({"b": "2", "a": "1"})).unwrap();
+        let labels: Meta =
+            serde_json::from_value(json!({"labels": {"longhornvolume": null, "app": "x"}})).unwrap();
+        assert_eq!(labels.labels.get("longhornvolume").map(Name::as_str), Some(""));
+        let map: SmallMap<Name> = serde_json::from_value(json!({"b": "2", "a": "1"})).unwrap();
         assert_eq!((map.get("a"), map.get("b"), map.get("c")), (Some(&"1".into()), Some(&"2".into()), None));
         assert_eq!(serde_json::to_value(&map).unwrap(), json!({"a": "1", "b": "2"}));
     }

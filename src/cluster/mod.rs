@@ -7,19 +7,26 @@
 pub mod client;
 pub mod confirm;
 pub mod index;
+mod kinds;
 pub mod meta;
+pub mod name;
+pub mod nameset;
 pub mod objects;
 pub mod readset;
+pub mod relist;
 pub mod snapshot;
 pub mod stats;
 pub mod watch;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use nameset::{add, del, iter_index, Index};
 use std::time::{Duration, SystemTime};
 
 pub use index::ViewIndex;
 pub use objects::*;
+pub use relist::Relist;
 
 /// Where the view's data came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,20 +78,19 @@ pub struct ProgressMark {
     pub since: SystemTime,
 }
 
-type Index = HashMap<String, BTreeSet<String>>;
-
 /// The read-only cluster picture with secondary indexes.
 #[derive(Clone, Debug)]
 pub struct ClusterView {
-    nodes: HashMap<String, Node>,
-    pods: HashMap<(String, String), Pod>,
-    storage_classes: HashMap<String, StorageClass>,
-    volumes: HashMap<String, Volume>,
-    replicas: HashMap<String, Replica>,
-    engines: HashMap<String, Engine>,
-    longhorn_nodes: HashMap<String, LonghornNode>,
-    settings: HashMap<String, Setting>,
-    instance_managers: HashMap<String, InstanceManager>,
+    nodes: Kind<Node>,
+    /// Namespace -> name -> pod.
+    pods: HashMap<Name, Kind<Pod>>,
+    storage_classes: Kind<StorageClass>,
+    volumes: Kind<Volume>,
+    replicas: Kind<Replica>,
+    engines: Kind<Engine>,
+    longhorn_nodes: Kind<LonghornNode>,
+    settings: Kind<Setting>,
+    instance_managers: Kind<InstanceManager>,
     replicas_by_node: Index,
     replicas_by_volume: Index,
     engines_by_volume: Index,
@@ -94,12 +100,10 @@ pub struct ClusterView {
     replicas_by_instance_manager: Index,
     /// Derived state kept current with every change (e.g. the drain index).
     indexes: index::Indexes,
-    /// One shared copy of each namespace name.
-    namespaces: std::collections::HashSet<Arc<str>>,
     /// (engine name, rebuild address) -> when its progress value was first seen.
     rebuild_marks: HashMap<(String, String), ProgressMark>,
     /// Engines whose status reports a rebuild in progress (for the stalled-rebuild metric).
-    rebuilding: BTreeSet<String>,
+    rebuilding: BTreeSet<Name>,
     source: Source,
     synced: bool,
     /// When each kind last received data.
@@ -128,7 +132,6 @@ impl ClusterView {
             engines_by_node: Index::new(),
             instance_managers_by_node: Index::new(),
             replicas_by_instance_manager: Index::new(),
-            namespaces: std::collections::HashSet::new(),
             indexes: index::Indexes(vec![Box::new(crate::policy::drain::DrainIndex::default())]),
             rebuild_marks: HashMap::new(),
             rebuilding: BTreeSet::new(),
@@ -174,7 +177,7 @@ impl ClusterView {
         self.indexes = indexes;
     }
 
-    fn flush_indexes(&mut self) {
+    pub(crate) fn flush_indexes(&mut self) {
         self.notify(|i, v| i.flush(v));
     }
 
@@ -188,9 +191,9 @@ impl ClusterView {
     }
 
     /// [`Self::upsert`] without flushing the derived indexes (a batch flushes once).
-    fn put(&mut self, mut object: Object, now: SystemTime) {
-        self.compact(object.metadata_mut());
-        let name = object.name().to_string();
+    pub(crate) fn put(&mut self, mut object: Object, now: SystemTime) {
+        object.metadata_mut().resource_version = None;
+        let name = object.metadata().name.clone().unwrap_or_default();
         let kind = object.kind();
         let old = self.unindex(kind, object.metadata().namespace.as_deref(), &name);
         self.clear_unreadable(kind, &name);
@@ -199,8 +202,8 @@ impl ClusterView {
                 self.nodes.insert(name.clone(), o);
             }
             Object::Pod(o) => {
-                let ns = o.metadata.namespace.as_deref().unwrap_or_default().to_string();
-                self.pods.insert((ns, name.clone()), o);
+                let ns = o.metadata.namespace.clone().unwrap_or_default();
+                self.pods.entry(ns).or_default().insert(name.clone(), o);
             }
             Object::StorageClass(o) => {
                 self.storage_classes.insert(name.clone(), o);
@@ -209,10 +212,10 @@ impl ClusterView {
                 self.volumes.insert(name.clone(), o);
             }
             Object::Replica(o) => {
-                if let Some(node) = o.node() {
+                if let Some(node) = o.node_name() {
                     add(&mut self.replicas_by_node, node, &name);
                 }
-                if let Some(vol) = o.volume() {
+                if let Some(vol) = o.volume_name() {
                     add(&mut self.replicas_by_volume, vol, &name);
                 }
                 if !o.status.instance_manager_name.is_empty() {
@@ -221,10 +224,10 @@ impl ClusterView {
                 self.replicas.insert(name.clone(), o);
             }
             Object::Engine(o) => {
-                if let Some(node) = o.node() {
+                if let Some(node) = o.node_name() {
                     add(&mut self.engines_by_node, node, &name);
                 }
-                if let Some(vol) = o.volume() {
+                if let Some(vol) = o.volume_name() {
                     add(&mut self.engines_by_volume, vol, &name);
                 }
                 self.track_rebuilds(&name, &o, now);
@@ -250,21 +253,6 @@ impl ClusterView {
         self.touch_kind(kind, now);
     }
 
-    /// Drops what the view does not keep (the resourceVersion) and shares the namespace name.
-    fn compact(&mut self, meta: &mut Meta) {
-        meta.resource_version = None;
-        if let Some(ns) = meta.namespace.take() {
-            let shared = match self.namespaces.get(&ns) {
-                Some(s) => s.clone(),
-                None => {
-                    self.namespaces.insert(ns.clone());
-                    ns
-                }
-            };
-            meta.namespace = Some(shared);
-        }
-    }
-
     /// Removes an object (no-op when absent), keeping every index consistent.
     pub fn remove(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
         self.take(kind, namespace, name);
@@ -272,7 +260,7 @@ impl ClusterView {
     }
 
     /// [`Self::remove`] without flushing the derived indexes.
-    fn take(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
+    pub(crate) fn take(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
         let old = self.unindex(kind, namespace, name);
         self.clear_unreadable(kind, name);
         if kind == ObjectKind::Engine {
@@ -288,7 +276,13 @@ impl ClusterView {
         Some(match kind {
             ObjectKind::Node => Object::Node(self.nodes.remove(name)?),
             ObjectKind::Pod => {
-                Object::Pod(self.pods.remove(&(namespace.unwrap_or_default().to_string(), name.to_string()))?)
+                let ns = namespace.unwrap_or_default();
+                let pods = self.pods.get_mut(ns)?;
+                let old = pods.remove(name)?;
+                if pods.is_empty() {
+                    self.pods.remove(ns);
+                }
+                Object::Pod(old)
             }
             ObjectKind::StorageClass => Object::StorageClass(self.storage_classes.remove(name)?),
             ObjectKind::Volume => Object::Volume(self.volumes.remove(name)?),
@@ -322,43 +316,6 @@ impl ClusterView {
                 Object::InstanceManager(old)
             }
         })
-    }
-
-    /// Replaces every object of `kind` with `objects` (a watch's completed (re)list): objects
-    /// absent from the new list are removed, the rest upserted, so rebuild progress marks of
-    /// engines that are still there survive the relist. Derived indexes are updated once.
-    pub fn replace_kind(&mut self, kind: ObjectKind, objects: Vec<Object>, now: SystemTime) {
-        let keep: std::collections::HashSet<(&str, &str)> = objects
-            .iter()
-            .map(|o| (o.metadata().namespace.as_deref().unwrap_or_default(), o.name()))
-            .collect();
-        let existing: Vec<(String, String)> = match kind {
-            ObjectKind::Pod => self.pods.keys().cloned().collect(),
-            ObjectKind::Node => self.nodes.keys().map(|n| (String::new(), n.clone())).collect(),
-            ObjectKind::StorageClass => {
-                self.storage_classes.keys().map(|n| (String::new(), n.clone())).collect()
-            }
-            ObjectKind::Volume => self.volumes.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::Replica => self.replicas.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::Engine => self.engines.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::LonghornNode => self.longhorn_nodes.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::Setting => self.settings.values().map(|o| key_of(&o.metadata)).collect(),
-            ObjectKind::InstanceManager => {
-                self.instance_managers.values().map(|o| key_of(&o.metadata)).collect()
-            }
-        };
-        let gone: Vec<(String, String)> =
-            existing.into_iter().filter(|(ns, name)| !keep.contains(&(ns.as_str(), name.as_str()))).collect();
-        drop(keep);
-        for (ns, name) in gone {
-            self.take(kind, Some(&ns), &name);
-        }
-        self.unreadable.remove(&kind);
-        for o in objects {
-            self.put(o, now);
-        }
-        self.flush_indexes();
-        self.touch_kind(kind, now);
     }
 
     /// Records that the view holds a complete initial list of every kind.
@@ -401,7 +358,7 @@ impl ClusterView {
     fn track_rebuilds(&mut self, engine: &str, new: &Engine, now: SystemTime) {
         self.rebuild_marks.retain(|(e, addr), _| e != engine || new.status.rebuild_status.contains_key(addr));
         for (addr, rs) in &new.status.rebuild_status {
-            let key = (engine.to_string(), addr.clone());
+            let key = (engine.to_string(), addr.to_string());
             match self.rebuild_marks.get(&key) {
                 Some(mark) if mark.progress == rs.progress => {}
                 _ => {
@@ -431,7 +388,7 @@ impl ClusterView {
 
     /// Core Node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {
-        self.nodes.get(name)
+        self.nodes.get(name).map(AsRef::as_ref)
     }
 
     /// True/false when the Kubernetes node is known, `None` when it is not in the view.
@@ -441,34 +398,34 @@ impl ClusterView {
 
     /// Pod by namespace and name.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
-        self.pods.get(&(namespace.to_string(), name.to_string()))
+        self.pods.get(namespace)?.get(name).map(AsRef::as_ref)
     }
 
     pub fn storage_class(&self, name: &str) -> Option<&StorageClass> {
-        self.storage_classes.get(name)
+        self.storage_classes.get(name).map(AsRef::as_ref)
     }
 
     pub fn volume(&self, name: &str) -> Option<&Volume> {
-        self.volumes.get(name)
+        self.volumes.get(name).map(AsRef::as_ref)
     }
 
     pub fn replica(&self, name: &str) -> Option<&Replica> {
-        self.replicas.get(name)
+        self.replicas.get(name).map(AsRef::as_ref)
     }
 
     /// Replicas whose node is `node`, in name order.
     pub fn replicas_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Replica> + 'a {
-        iter_index(&self.replicas_by_node, node).filter_map(|n| self.replicas.get(n))
+        iter_index(&self.replicas_by_node, node).filter_map(|n| self.replica(n))
     }
 
     /// Replicas of volume `volume`, in name order.
     pub fn replicas_of_volume<'a>(&'a self, volume: &str) -> impl Iterator<Item = &'a Replica> + 'a {
-        iter_index(&self.replicas_by_volume, volume).filter_map(|n| self.replicas.get(n))
+        iter_index(&self.replicas_by_volume, volume).filter_map(|n| self.replica(n))
     }
 
     /// How many replicas name `node` (without walking them).
     pub fn replica_count_on_node(&self, node: &str) -> usize {
-        self.replicas_by_node.get(node).map_or(0, BTreeSet::len)
+        self.replicas_by_node.get(node).map_or(0, nameset::NameSet::len)
     }
 
     /// Replicas whose `status.instanceManagerName` is `instance_manager`, in name order.
@@ -476,15 +433,15 @@ impl ClusterView {
         &'a self,
         instance_manager: &str,
     ) -> impl Iterator<Item = &'a Replica> + 'a {
-        iter_index(&self.replicas_by_instance_manager, instance_manager).filter_map(|n| self.replicas.get(n))
+        iter_index(&self.replicas_by_instance_manager, instance_manager).filter_map(|n| self.replica(n))
     }
 
     /// Every volume name the view knows of: Volumes, and volumes named by replicas or engines
     /// (each once, in no particular order).
     pub fn volume_names(&self) -> impl Iterator<Item = &str> {
-        let mut names: Vec<&str> = self.volumes.keys().map(String::as_str).collect();
+        let mut names: Vec<&str> = self.volumes.keys().map(Name::as_str).collect();
         for index in [&self.replicas_by_volume, &self.engines_by_volume] {
-            names.extend(index.keys().filter(|v| !self.volumes.contains_key(*v)).map(String::as_str));
+            names.extend(index.keys().filter(|v| !self.volumes.contains_key(*v)).map(Name::as_str));
         }
         names.sort_unstable();
         names.dedup();
@@ -492,12 +449,12 @@ impl ClusterView {
     }
 
     pub fn engine(&self, name: &str) -> Option<&Engine> {
-        self.engines.get(name)
+        self.engines.get(name).map(AsRef::as_ref)
     }
 
     /// Engines of a volume, in name order (normally one; two during a live migration).
     pub fn engines_of_volume<'a>(&'a self, volume: &str) -> impl Iterator<Item = &'a Engine> + 'a {
-        iter_index(&self.engines_by_volume, volume).filter_map(|n| self.engines.get(n))
+        iter_index(&self.engines_by_volume, volume).filter_map(|n| self.engine(n))
     }
 
     /// The engine of a volume: the active one if any, else the first by name.
@@ -509,28 +466,28 @@ impl ClusterView {
 
     /// Every engine (not for request paths).
     pub fn engines(&self) -> impl Iterator<Item = &Engine> {
-        self.engines.values()
+        self.engines.values().map(AsRef::as_ref)
     }
 
     /// Engines whose status reports a rebuild in progress, in name order (a maintained index:
     /// the stalled-rebuild metric reads it without walking every engine).
     pub fn engines_rebuilding(&self) -> impl Iterator<Item = &Engine> {
-        self.rebuilding.iter().filter_map(|n| self.engines.get(n))
+        self.rebuilding.iter().filter_map(|n| self.engine(n))
     }
 
     /// Engines whose node is `node`, in name order.
     pub fn engines_on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Engine> + 'a {
-        iter_index(&self.engines_by_node, node).filter_map(|n| self.engines.get(n))
+        iter_index(&self.engines_by_node, node).filter_map(|n| self.engine(n))
     }
 
     /// Longhorn Node by name.
     pub fn longhorn_node(&self, name: &str) -> Option<&LonghornNode> {
-        self.longhorn_nodes.get(name)
+        self.longhorn_nodes.get(name).map(AsRef::as_ref)
     }
 
     /// Every Longhorn node (a small set: one per Kubernetes node).
     pub fn longhorn_nodes(&self) -> impl Iterator<Item = &LonghornNode> {
-        self.longhorn_nodes.values()
+        self.longhorn_nodes.values().map(AsRef::as_ref)
     }
 
     /// The value of a Longhorn setting.
@@ -539,12 +496,12 @@ impl ClusterView {
     }
 
     pub fn instance_manager(&self, name: &str) -> Option<&InstanceManager> {
-        self.instance_managers.get(name)
+        self.instance_managers.get(name).map(AsRef::as_ref)
     }
 
     /// Every instance manager (one or two per node).
     pub fn instance_managers(&self) -> impl Iterator<Item = &InstanceManager> {
-        self.instance_managers.values()
+        self.instance_managers.values().map(AsRef::as_ref)
     }
 
     /// Instance managers on a node, in name order.
@@ -552,7 +509,7 @@ impl ClusterView {
         &'a self,
         node: &str,
     ) -> impl Iterator<Item = &'a InstanceManager> + 'a {
-        iter_index(&self.instance_managers_by_node, node).filter_map(|n| self.instance_managers.get(n))
+        iter_index(&self.instance_managers_by_node, node).filter_map(|n| self.instance_manager(n))
     }
 
     /// When the view first saw this rebuild (engine, `tcp://ip:port`) at its current progress.
@@ -564,7 +521,7 @@ impl ClusterView {
     pub fn counts(&self) -> Vec<(ObjectKind, usize)> {
         vec![
             (ObjectKind::Node, self.nodes.len()),
-            (ObjectKind::Pod, self.pods.len()),
+            (ObjectKind::Pod, self.pods.values().map(HashMap::len).sum()),
             (ObjectKind::StorageClass, self.storage_classes.len()),
             (ObjectKind::Volume, self.volumes.len()),
             (ObjectKind::Replica, self.replicas.len()),
@@ -576,26 +533,9 @@ impl ClusterView {
     }
 }
 
-fn key_of(meta: &Meta) -> (String, String) {
-    (meta.namespace.as_deref().unwrap_or_default().to_string(), meta.name.clone().unwrap_or_default())
-}
-
-fn add(index: &mut Index, key: &str, name: &str) {
-    index.entry(key.to_string()).or_default().insert(name.to_string());
-}
-
-fn del(index: &mut Index, key: &str, name: &str) {
-    if let Some(set) = index.get_mut(key) {
-        set.remove(name);
-        if set.is_empty() {
-            index.remove(key);
-        }
-    }
-}
-
-fn iter_index<'a>(index: &'a Index, key: &str) -> impl Iterator<Item = &'a String> + 'a {
-    index.get(key).into_iter().flatten()
-}
+/// The objects of one kind by name, each in the box it arrived in (a map of large inline
+/// values would waste most of its slots' space).
+type Kind<T> = HashMap<Name, Box<T>>;
 
 /// A shared, updatable view: watchers write, request handlers read.
 #[derive(Clone, Debug)]

@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+pub use super::kinds::{Object, ObjectKind};
 pub use super::meta::{Meta, Present, SmallMap};
+pub use super::name::Name;
 
 /// The API group/version of every Longhorn custom resource longhorn-guard reads.
 pub const LONGHORN_API_VERSION: &str = "longhorn.io/v1beta2";
@@ -96,28 +97,28 @@ pub struct Volume {
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeSpec {
     pub number_of_replicas: i64,
-    pub data_engine: String,
-    pub data_locality: String,
+    pub data_engine: Name,
+    pub data_locality: Name,
     #[serde(rename = "nodeID")]
-    pub node_id: String,
+    pub node_id: Name,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct VolumeStatus {
-    pub state: String,
-    pub robustness: String,
+    pub state: Name,
+    pub robustness: Name,
     #[serde(rename = "currentNodeID")]
-    pub current_node_id: String,
+    pub current_node_id: Name,
     pub kubernetes_status: KubernetesStatus,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct KubernetesStatus {
-    pub namespace: String,
-    pub pvc_name: String,
-    pub pv_name: String,
+    pub namespace: Name,
+    pub pvc_name: Name,
+    pub pv_name: Name,
 }
 
 /// `longhorn.io/v1beta2` Replica.
@@ -132,43 +133,52 @@ pub struct Replica {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ReplicaSpec {
-    pub volume_name: String,
+    pub volume_name: Name,
     #[serde(rename = "nodeID")]
-    pub node_id: String,
-    pub desire_state: String,
-    pub data_engine: String,
-    pub engine_name: String,
-    pub healthy_at: String,
-    pub last_healthy_at: String,
-    pub failed_at: String,
-    pub last_failed_at: String,
+    pub node_id: Name,
+    pub desire_state: Name,
+    pub data_engine: Name,
+    pub engine_name: Name,
+    pub healthy_at: Name,
+    pub last_healthy_at: Name,
+    pub failed_at: Name,
+    pub last_failed_at: Name,
     pub eviction_requested: bool,
-    pub hard_node_affinity: String,
+    pub hard_node_affinity: Name,
 }
 
 /// The `status` shared by Longhorn instances (replicas and engines).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct InstanceStatus {
-    pub current_state: String,
-    pub instance_manager_name: String,
-    pub ip: String,
+    pub current_state: Name,
+    pub instance_manager_name: Name,
+    pub ip: Name,
     #[serde(rename = "storageIP")]
-    pub storage_ip: String,
+    pub storage_ip: Name,
     pub port: i64,
     pub started: bool,
 }
 
 impl Replica {
+    /// [`Self::node`] as the shared name.
+    pub fn node_name(&self) -> Option<&Name> {
+        non_empty_name(&self.spec.node_id).or_else(|| self.metadata.labels.get(LONGHORN_NODE_LABEL))
+    }
+
+    /// [`Self::volume`] as the shared name.
+    pub fn volume_name(&self) -> Option<&Name> {
+        non_empty_name(&self.spec.volume_name).or_else(|| self.metadata.labels.get(LONGHORN_VOLUME_LABEL))
+    }
+
     /// The node the replica lives on: `spec.nodeID`, else the `longhornnode` label.
     pub fn node(&self) -> Option<&str> {
-        non_empty(Some(self.spec.node_id.as_str())).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
+        non_empty(Some(&self.spec.node_id)).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
     }
 
     /// The volume the replica belongs to: `spec.volumeName`, else the `longhornvolume` label.
     pub fn volume(&self) -> Option<&str> {
-        non_empty(Some(self.spec.volume_name.as_str()))
-            .or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
+        non_empty(Some(&self.spec.volume_name)).or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
     }
 
     /// True while the object carries a deletion timestamp.
@@ -189,29 +199,29 @@ pub struct Engine {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct EngineSpec {
-    pub volume_name: String,
+    pub volume_name: Name,
     #[serde(rename = "nodeID")]
-    pub node_id: String,
+    pub node_id: Name,
     pub active: bool,
-    pub desire_state: String,
-    pub data_engine: String,
+    pub desire_state: Name,
+    pub data_engine: Name,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct EngineStatus {
-    pub current_state: String,
-    pub instance_manager_name: String,
-    pub ip: String,
+    pub current_state: Name,
+    pub instance_manager_name: Name,
+    pub ip: Name,
     #[serde(rename = "storageIP")]
-    pub storage_ip: String,
+    pub storage_ip: Name,
     pub port: i64,
     /// Replica name -> `RW` | `WO` | `ERR`.
-    pub replica_mode_map: SmallMap<String>,
+    pub replica_mode_map: SmallMap<Name>,
     /// Replica name -> RFC 3339 time of its last mode change.
-    pub replica_transition_time_map: SmallMap<String>,
+    pub replica_transition_time_map: SmallMap<Name>,
     /// Replica name -> `ip:port`.
-    pub current_replica_address_map: SmallMap<String>,
+    pub current_replica_address_map: SmallMap<Name>,
     /// `tcp://ip:port` of a rebuilding replica -> its rebuild status.
     pub rebuild_status: SmallMap<RebuildStatus>,
 }
@@ -227,15 +237,24 @@ pub struct RebuildStatus {
 }
 
 impl Engine {
+    /// [`Self::node`] as the shared name.
+    pub fn node_name(&self) -> Option<&Name> {
+        non_empty_name(&self.spec.node_id).or_else(|| self.metadata.labels.get(LONGHORN_NODE_LABEL))
+    }
+
+    /// [`Self::volume`] as the shared name.
+    pub fn volume_name(&self) -> Option<&Name> {
+        non_empty_name(&self.spec.volume_name).or_else(|| self.metadata.labels.get(LONGHORN_VOLUME_LABEL))
+    }
+
     /// The volume the engine serves: `spec.volumeName`, else the `longhornvolume` label.
     pub fn volume(&self) -> Option<&str> {
-        non_empty(Some(self.spec.volume_name.as_str()))
-            .or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
+        non_empty(Some(&self.spec.volume_name)).or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
     }
 
     /// The node the engine runs on: `spec.nodeID`, else the `longhornnode` label.
     pub fn node(&self) -> Option<&str> {
-        non_empty(Some(self.spec.node_id.as_str())).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
+        non_empty(Some(&self.spec.node_id)).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
     }
 }
 
@@ -319,174 +338,40 @@ pub struct InstanceManager {
 #[serde(rename_all = "camelCase", default)]
 pub struct InstanceManagerSpec {
     #[serde(rename = "nodeID")]
-    pub node_id: String,
+    pub node_id: Name,
     #[serde(rename = "type")]
-    pub type_: String,
-    pub data_engine: String,
-    pub image: String,
+    pub type_: Name,
+    pub data_engine: Name,
+    pub image: Name,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct InstanceManagerStatus {
-    pub current_state: String,
-    pub ip: String,
+    pub current_state: Name,
+    pub ip: Name,
     /// Engine names it runs (their status is not kept).
-    pub instance_engines: BTreeMap<String, Present>,
+    pub instance_engines: BTreeMap<Name, Present>,
     /// Engine-frontend names it runs (v2 data engine; their status is not kept).
-    pub instance_engine_frontends: BTreeMap<String, Present>,
+    pub instance_engine_frontends: BTreeMap<Name, Present>,
     /// Replica names it runs (their status is not kept).
-    pub instance_replicas: BTreeMap<String, Present>,
-}
-
-/// One object of a kind longhorn-guard understands.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Object {
-    Node(Node),
-    Pod(Pod),
-    StorageClass(StorageClass),
-    Volume(Volume),
-    Replica(Replica),
-    Engine(Engine),
-    LonghornNode(LonghornNode),
-    Setting(Setting),
-    InstanceManager(InstanceManager),
-}
-
-/// Which kind an object is, telling the two kinds named `Node` apart by apiVersion.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ObjectKind {
-    Node,
-    Pod,
-    StorageClass,
-    Volume,
-    Replica,
-    Engine,
-    LonghornNode,
-    Setting,
-    InstanceManager,
-}
-
-impl ObjectKind {
-    /// Every kind the cluster view holds.
-    pub const ALL: [ObjectKind; 9] = [
-        Self::Node,
-        Self::Pod,
-        Self::StorageClass,
-        Self::Volume,
-        Self::Replica,
-        Self::Engine,
-        Self::LonghornNode,
-        Self::Setting,
-        Self::InstanceManager,
-    ];
-
-    /// The kind for an `apiVersion`/`kind` pair, or `None` for kinds longhorn-guard ignores.
-    pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
-        match (api_version, kind) {
-            ("v1", "Node") => Some(Self::Node),
-            ("v1", "Pod") => Some(Self::Pod),
-            ("storage.k8s.io/v1", "StorageClass") => Some(Self::StorageClass),
-            (LONGHORN_API_VERSION, "Volume") => Some(Self::Volume),
-            (LONGHORN_API_VERSION, "Replica") => Some(Self::Replica),
-            (LONGHORN_API_VERSION, "Engine") => Some(Self::Engine),
-            (LONGHORN_API_VERSION, "Node") => Some(Self::LonghornNode),
-            (LONGHORN_API_VERSION, "Setting") => Some(Self::Setting),
-            (LONGHORN_API_VERSION, "InstanceManager") => Some(Self::InstanceManager),
-            _ => None,
-        }
-    }
-
-    /// A short human name, e.g. `replicas.longhorn.io`.
-    pub fn display(self) -> &'static str {
-        match self {
-            Self::Node => "nodes",
-            Self::Pod => "pods",
-            Self::StorageClass => "storageclasses.storage.k8s.io",
-            Self::Volume => "volumes.longhorn.io",
-            Self::Replica => "replicas.longhorn.io",
-            Self::Engine => "engines.longhorn.io",
-            Self::LonghornNode => "nodes.longhorn.io",
-            Self::Setting => "settings.longhorn.io",
-            Self::InstanceManager => "instancemanagers.longhorn.io",
-        }
-    }
-}
-
-impl Object {
-    /// Parses a typed object of a known kind from its JSON form.
-    pub fn from_value(kind: ObjectKind, value: Value) -> Result<Self, serde_json::Error> {
-        Ok(match kind {
-            ObjectKind::Node => Self::Node(serde_json::from_value(value)?),
-            ObjectKind::Pod => Self::Pod(serde_json::from_value(value)?),
-            ObjectKind::StorageClass => Self::StorageClass(serde_json::from_value(value)?),
-            ObjectKind::Volume => Self::Volume(serde_json::from_value(value)?),
-            ObjectKind::Replica => Self::Replica(serde_json::from_value(value)?),
-            ObjectKind::Engine => Self::Engine(serde_json::from_value(value)?),
-            ObjectKind::LonghornNode => Self::LonghornNode(serde_json::from_value(value)?),
-            ObjectKind::Setting => Self::Setting(serde_json::from_value(value)?),
-            ObjectKind::InstanceManager => Self::InstanceManager(serde_json::from_value(value)?),
-        })
-    }
-
-    pub fn kind(&self) -> ObjectKind {
-        match self {
-            Self::Node(_) => ObjectKind::Node,
-            Self::Pod(_) => ObjectKind::Pod,
-            Self::StorageClass(_) => ObjectKind::StorageClass,
-            Self::Volume(_) => ObjectKind::Volume,
-            Self::Replica(_) => ObjectKind::Replica,
-            Self::Engine(_) => ObjectKind::Engine,
-            Self::LonghornNode(_) => ObjectKind::LonghornNode,
-            Self::Setting(_) => ObjectKind::Setting,
-            Self::InstanceManager(_) => ObjectKind::InstanceManager,
-        }
-    }
-
-    pub fn metadata(&self) -> &Meta {
-        match self {
-            Self::Node(o) => &o.metadata,
-            Self::Pod(o) => &o.metadata,
-            Self::StorageClass(o) => &o.metadata,
-            Self::Volume(o) => &o.metadata,
-            Self::Replica(o) => &o.metadata,
-            Self::Engine(o) => &o.metadata,
-            Self::LonghornNode(o) => &o.metadata,
-            Self::Setting(o) => &o.metadata,
-            Self::InstanceManager(o) => &o.metadata,
-        }
-    }
-
-    pub fn metadata_mut(&mut self) -> &mut Meta {
-        match self {
-            Self::Node(o) => &mut o.metadata,
-            Self::Pod(o) => &mut o.metadata,
-            Self::StorageClass(o) => &mut o.metadata,
-            Self::Volume(o) => &mut o.metadata,
-            Self::Replica(o) => &mut o.metadata,
-            Self::Engine(o) => &mut o.metadata,
-            Self::LonghornNode(o) => &mut o.metadata,
-            Self::Setting(o) => &mut o.metadata,
-            Self::InstanceManager(o) => &mut o.metadata,
-        }
-    }
-
-    /// The object's name ("" when absent).
-    pub fn name(&self) -> &str {
-        self.metadata().name.as_deref().unwrap_or("")
-    }
+    pub instance_replicas: BTreeMap<Name, Present>,
 }
 
 /// The value of a label, if set.
 pub fn label<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
-    meta.labels.get(key).map(String::as_str)
+    meta.labels.get(key).map(Name::as_str)
 }
 
 /// The value of an annotation, if set.
 pub fn annotation<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
-    meta.annotations.get(key).map(String::as_str)
+    meta.annotations.get(key).map(Name::as_str)
 }
 
 fn non_empty(s: Option<&str>) -> Option<&str> {
     s.filter(|s| !s.is_empty())
+}
+
+fn non_empty_name(s: &Name) -> Option<&Name> {
+    Some(s).filter(|s| !s.is_empty())
 }

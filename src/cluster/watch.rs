@@ -2,8 +2,10 @@
 //!
 //! One `kube::runtime::watcher` per kind (core Nodes, Pods in `longhorn-system`,
 //! StorageClasses, and the Longhorn kinds in `longhorn-system`), each object parsed once from
-//! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and applied in one step when it
-//! completes, so the view never shows half a list. The view is marked synced once every kind
+//! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and
+//! applied in one step when it completes, so the view never shows half a list; the buffer
+//! keeps only the keys of objects the view already holds unchanged ([`Relist`]), so a relist
+//! never holds a second full copy of a kind. The view is marked synced once every kind
 //! finished its first list. Watch errors are logged and retried with the watcher's default
 //! backoff; while no data arrives the view's age keeps growing, which is how the policy tells
 //! stale from fresh.
@@ -24,6 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::relist::Relist;
 use super::{
     Engine, InstanceManager, LonghornNode, Meta, Node, Object, ObjectKind, Pod, Replica, Setting, SharedView,
     StorageClass, Volume,
@@ -66,7 +69,7 @@ macro_rules! lean {
                 &mut self.metadata
             }
             fn into_object(self) -> Object {
-                Object::$t(self)
+                Object::$t(Box::new(self))
             }
         }
     )*};
@@ -92,9 +95,9 @@ struct MetaOnly {
 
 fn kube_meta(m: &mut Meta) -> ObjectMeta {
     ObjectMeta {
-        name: m.name.clone(),
+        name: m.name.as_deref().map(str::to_string),
         namespace: m.namespace.as_deref().map(str::to_string),
-        resource_version: m.resource_version.take(),
+        resource_version: m.resource_version.take().map(String::from),
         ..ObjectMeta::default()
     }
 }
@@ -206,7 +209,8 @@ pub async fn run(client: kube::Client, view: SharedView) {
     let all = targets();
     let total = all.len();
     let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t)));
-    let mut pending: std::collections::HashMap<ObjectKind, (Vec<Object>, Vec<String>)> = Default::default();
+    // Per kind being (re)listed: the listed keys and changed objects, and the unreadable names.
+    let mut pending: std::collections::HashMap<ObjectKind, (Relist, Vec<String>)> = Default::default();
     let mut listed: BTreeSet<ObjectKind> = BTreeSet::new();
     while let Some((kind, event)) = merged.next().await {
         let event = match event {
@@ -226,19 +230,19 @@ pub async fn run(client: kube::Client, view: SharedView) {
                 pending.insert(kind, Default::default());
             }
             Event::InitApply(item) => {
-                let (objects, unreadable) = pending.entry(kind).or_default();
+                let (relist, unreadable) = pending.entry(kind).or_default();
                 match readable(kind, item) {
-                    Ok(obj) => objects.push(obj),
+                    Ok(obj) => relist.push(&view.read(), obj),
                     Err(name) => unreadable.push(name),
                 }
             }
             Event::InitDone => {
-                let (objects, unreadable) = pending.remove(&kind).unwrap_or_default();
-                let n = objects.len();
+                let (relist, unreadable) = pending.remove(&kind).unwrap_or_default();
+                let (n, changed) = (relist.keep.len(), relist.changed.len());
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
                 view.update(|v| {
-                    v.replace_kind(kind, objects, now);
+                    v.apply_relist(kind, relist, now);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
                     }
@@ -246,7 +250,7 @@ pub async fn run(client: kube::Client, view: SharedView) {
                         v.mark_synced(now);
                     }
                 });
-                tracing::info!(kind = kind.display(), objects = n, "listed");
+                tracing::info!(kind = kind.display(), objects = n, changed, "listed");
                 if first && all_listed {
                     tracing::info!("cluster view synced: every watched kind is listed");
                 }
@@ -286,7 +290,7 @@ fn readable(kind: ObjectKind, item: Item) -> Result<Object, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{ClusterView, Source};
+    use crate::cluster::{ClusterView, Name, Source};
     use serde_json::json;
 
     fn replica(name: &str, node: &str) -> Object {
@@ -307,12 +311,43 @@ mod tests {
         v.replace_kind(ObjectKind::Replica, vec![replica("r2", "n1"), replica("r3", "n3")], now);
         assert!(v.replica("r1").is_none());
         assert_eq!(
-            v.replicas_on_node("n1").map(|r| r.metadata.name.clone().unwrap()).collect::<Vec<_>>(),
+            v.replicas_on_node("n1").map(|r| r.metadata.name.clone().unwrap()).collect::<Vec<Name>>(),
             ["r2"]
         );
         assert_eq!(v.replicas_on_node("n2").count(), 0);
         assert_eq!(v.replicas_of_volume("v").count(), 2);
         assert!(!v.freshness().synced);
+    }
+
+    #[test]
+    fn a_relist_buffers_only_what_changed_and_ends_as_a_full_replace() {
+        let now = SystemTime::now();
+        let mut v = ClusterView::new(Source::Watch);
+        v.replace_kind(ObjectKind::Replica, vec![replica("r1", "n1"), replica("r2", "n2")], now);
+        let mut relist = Relist::default();
+        for o in [replica("r2", "n2"), replica("r3", "n1"), replica("r4", "n4")] {
+            relist.push(&v, o);
+        }
+        relist.push(&v, replica("r3", "n3"));
+        assert_eq!(relist.keep.len(), 3);
+        let changed: Vec<&str> = relist.changed.iter().map(Object::name).collect();
+        assert_eq!(changed, ["r3", "r4", "r3"]);
+        v.apply_relist(ObjectKind::Replica, relist, now);
+        let mut want = ClusterView::new(Source::Watch);
+        want.replace_kind(
+            ObjectKind::Replica,
+            vec![replica("r2", "n2"), replica("r3", "n3"), replica("r4", "n4")],
+            now,
+        );
+        for name in ["r1", "r2", "r3", "r4"] {
+            assert_eq!(v.replica(name), want.replica(name), "{name}");
+        }
+        for node in ["n1", "n2", "n3", "n4"] {
+            assert_eq!(v.replica_count_on_node(node), want.replica_count_on_node(node), "{node}");
+        }
+        let mut changed_rv = replica("r2", "n2");
+        changed_rv.metadata_mut().resource_version = Some("7".into());
+        assert!(!v.holds(&changed_rv) && v.holds(&replica("r2", "n2")));
     }
 
     #[test]

@@ -232,7 +232,7 @@ pub fn node_delete(
     }
     let old: Node = typed("oldObject", old_object(req)?)?;
     let name = match req.name() {
-        "" => old.metadata.name.clone().unwrap_or_default(),
+        "" => old.metadata.name.as_deref().unwrap_or_default().to_string(),
         n => n.to_string(),
     };
     if name.is_empty() {
@@ -291,7 +291,7 @@ pub fn node_update(
         return Ok(Decision::allow());
     }
     let name = match req.name() {
-        "" => new.metadata.name.clone().unwrap_or_default(),
+        "" => new.metadata.name.as_deref().unwrap_or_default().to_string(),
         n => n.to_string(),
     };
     if name.is_empty() {

@@ -541,8 +541,8 @@ pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) ->
             {
                 out.push(StalledRebuild {
                     volume: volume.clone(),
-                    engine: engine.metadata.name.clone().unwrap_or_default(),
-                    replica,
+                    engine: engine.metadata.name.as_deref().unwrap_or_default().to_string(),
+                    replica: replica.map(String::from),
                     progress: rs.progress,
                     since,
                 });
@@ -668,7 +668,7 @@ fn analyze_volume(
         volume: volume.to_string(),
         number_of_replicas: vol.map(|v| v.spec.number_of_replicas),
         data_engine: data_engine_of(vol, &facts, engine),
-        state: vol.map(|v| v.status.state.clone()).unwrap_or_default(),
+        state: vol.map(|v| v.status.state.to_string()).unwrap_or_default(),
         attached_here: attached_here.is_some(),
         replicas: facts.into_iter().map(|f| f.report).collect(),
         protecting,
@@ -688,11 +688,11 @@ fn replica_facts<'a>(
     policy: &Policy,
     now: SystemTime,
 ) -> ReplicaFacts<'a> {
-    let name = r.metadata.name.clone().unwrap_or_default();
+    let name = r.metadata.name.as_deref().unwrap_or_default().to_string();
     let node = r.node().unwrap_or("").to_string();
     let on_node = node == drained;
     let live_engine = engine.filter(|_| attached);
-    let mode = live_engine.and_then(|e| e.status.replica_mode_map.get(&name).cloned());
+    let mode = live_engine.and_then(|e| e.status.replica_mode_map.get(&name).map(String::from));
     let rebuild = live_engine.and_then(|e| rebuild_of(view, e, r, policy, now));
     let data = carries_data(r);
 
@@ -710,7 +710,7 @@ fn replica_facts<'a>(
     } else if !r.spec.failed_at.is_empty() {
         Some(WhyNot::Failed {
             ago: parse_time(&r.spec.failed_at).map(|t| age(now, t)),
-            at: r.spec.failed_at.clone(),
+            at: r.spec.failed_at.to_string(),
         })
     } else if let Some(rb) =
         rebuild.as_ref().filter(|_| r.spec.healthy_at.is_empty() || mode.as_deref() == Some("WO"))
@@ -735,7 +735,7 @@ fn replica_facts<'a>(
             Some(false) => match instance_manager_of(view, r) {
                 None => Some(WhyNot::NoInstanceManager),
                 Some(im) if im.status.current_state != "running" => {
-                    Some(WhyNot::InstanceManagerNotRunning(im.status.current_state.clone()))
+                    Some(WhyNot::InstanceManagerNotRunning(im.status.current_state.to_string()))
                 }
                 Some(_) => None,
             },

@@ -11,13 +11,14 @@
 //! [`analyze_node`]: super::analyze_node
 
 use std::any::Any;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::time::SystemTime;
 
 use super::analysis::{analyze_volumes, volume_verdict, NodeAnalysis, Verdict};
 use super::instances::volume_of_engine_name;
 use super::sites::Sites;
-use crate::cluster::{ClusterView, Engine, InstanceManager, Object, ObjectKind, Replica, ViewIndex};
+use crate::cluster::nameset::{self, Index, NameSet};
+use crate::cluster::{ClusterView, Engine, InstanceManager, Name, Object, ObjectKind, Replica, ViewIndex};
 use crate::policy::Policy;
 
 /// Per node, the volumes whose verdict is not safe (before the node's override), for both
@@ -25,15 +26,15 @@ use crate::policy::Policy;
 #[derive(Clone, Debug)]
 pub struct DrainIndex {
     /// `drain.protectStoppedReplicas: true`: node -> volumes.
-    strict: HashMap<String, BTreeSet<String>>,
+    strict: Index,
     /// `drain.protectStoppedReplicas: false` (a subset of `strict`: ignoring stopped replicas
     /// only ever makes a volume safer).
-    lenient: HashMap<String, BTreeSet<String>>,
+    lenient: Index,
     /// Volume -> the nodes whose `strict` set holds it.
-    placed: HashMap<String, BTreeSet<String>>,
+    placed: Index,
     /// Where instance managers run engine and engine-frontend entries; unmapped ones per node.
     sites: Sites,
-    dirty: HashSet<String>,
+    dirty: HashSet<Name>,
     all_dirty: bool,
     strict_policy: Policy,
     lenient_policy: Policy,
@@ -63,7 +64,7 @@ impl DrainIndex {
     /// overrides not applied.
     pub fn unsafe_volumes<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a str> + 'a {
         let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
-        sets.get(node).into_iter().flatten().map(String::as_str)
+        sets.get(node).into_iter().flatten().map(Name::as_str)
     }
 
     /// [`super::analyze_node_with`] reduced to the volumes that are not safe: the same
@@ -83,45 +84,58 @@ impl DrainIndex {
         analyze_volumes(view, node, volumes, self.sites.unmapped_on(node), policy, now, node_override)
     }
 
-    fn mark(&mut self, volume: Option<&str>) {
+    fn mark(&mut self, volume: Option<&Name>) {
         if let Some(v) = volume.filter(|v| !v.is_empty()) {
             self.sites.mark_volume(v);
             if !self.dirty.contains(v) {
-                self.dirty.insert(v.to_string());
+                self.dirty.insert(v.clone());
             }
+        }
+    }
+
+    /// [`Self::mark`] for a volume named by a slice of another name.
+    fn mark_str(&mut self, volume: Option<&str>) {
+        if let Some(v) = volume.filter(|v| !v.is_empty() && !self.dirty.contains(*v)) {
+            self.mark(Some(&Name::new(v)));
+        } else if let Some(v) = volume.filter(|v| !v.is_empty()) {
+            self.sites.mark_volume(v);
         }
     }
 
     fn mark_replicas_on(&mut self, view: &ClusterView, node: &str) {
         for r in view.replicas_on_node(node) {
-            self.mark(r.volume());
+            self.mark(r.volume_name());
         }
     }
 
-    fn recompute(&mut self, view: &ClusterView, volume: &str) {
+    fn recompute(&mut self, view: &ClusterView, volume: &Name) {
         let mut in_ims = self.sites.of_volume(view, volume);
-        let mut candidates: BTreeSet<String> = in_ims.keys().cloned().collect();
-        candidates.extend(view.replicas_of_volume(volume).filter_map(Replica::node).map(str::to_string));
-        candidates.extend(view.engines_of_volume(volume).filter_map(Engine::node).map(str::to_string));
-        let before = self.placed.remove(volume).unwrap_or_default();
-        for node in before.difference(&candidates) {
-            remove(&mut self.strict, node, volume);
-            remove(&mut self.lenient, node, volume);
+        let mut candidates: NameSet = in_ims.keys().cloned().collect();
+        for node in view.replicas_of_volume(volume).filter_map(Replica::node_name) {
+            candidates.insert(node.clone());
         }
-        let mut placed = BTreeSet::new();
-        for node in candidates {
-            let kinds = in_ims.remove(&node).unwrap_or_default();
-            let verdict = |policy| volume_verdict(view, &node, volume, &kinds, policy) != Verdict::Safe;
+        for node in view.engines_of_volume(volume).filter_map(Engine::node_name) {
+            candidates.insert(node.clone());
+        }
+        let before = self.placed.remove(volume.as_str()).unwrap_or_default();
+        for node in before.iter().filter(|n| !candidates.contains(n)) {
+            nameset::del(&mut self.strict, node, volume);
+            nameset::del(&mut self.lenient, node, volume);
+        }
+        let mut placed = NameSet::default();
+        for node in &candidates {
+            let kinds = in_ims.remove(node.as_str()).unwrap_or_default();
+            let verdict = |policy| volume_verdict(view, node, volume, &kinds, policy) != Verdict::Safe;
             let strict = verdict(&self.strict_policy);
             let lenient = strict && verdict(&self.lenient_policy);
-            set(&mut self.strict, &node, volume, strict);
-            set(&mut self.lenient, &node, volume, lenient);
+            set(&mut self.strict, node, volume, strict);
+            set(&mut self.lenient, node, volume, lenient);
             if strict {
-                placed.insert(node);
+                placed.insert(node.clone());
             }
         }
         if !placed.is_empty() {
-            self.placed.insert(volume.to_string(), placed);
+            self.placed.insert(volume.clone(), placed);
         }
     }
 
@@ -141,36 +155,36 @@ impl DrainIndex {
             _ => false,
         };
         for entry in self.sites.instance_manager_changed(old, new) {
-            self.mark(view.engine(&entry).and_then(Engine::volume));
-            self.mark(volume_of_engine_name(&entry));
+            self.mark(view.engine(&entry).and_then(Engine::volume_name));
+            self.mark_str(volume_of_engine_name(&entry));
         }
         if !same_manager {
             for im in old.into_iter().chain(new) {
                 self.mark_replicas_on(view, &im.spec.node_id);
             }
-            let users: Vec<Option<String>> =
-                view.replicas_using_instance_manager(name).map(|r| r.volume().map(str::to_string)).collect();
+            let users: Vec<Option<Name>> =
+                view.replicas_using_instance_manager(name).map(|r| r.volume_name().cloned()).collect();
             for v in users {
-                self.mark(v.as_deref());
+                self.mark(v.as_ref());
             }
         }
     }
 
     fn changed(&mut self, view: &ClusterView, kind: ObjectKind, name: &str, old: Option<&Object>) {
         match (kind, old) {
-            (ObjectKind::Volume, _) => self.mark(Some(name)),
+            (ObjectKind::Volume, _) => self.mark_str(Some(name)),
             (ObjectKind::Replica, old) => {
                 if let Some(Object::Replica(r)) = old {
-                    self.mark(r.volume());
+                    self.mark(r.volume_name());
                 }
-                self.mark(view.replica(name).and_then(Replica::volume));
+                self.mark(view.replica(name).and_then(Replica::volume_name));
             }
             (ObjectKind::Engine, old) => {
                 if let Some(Object::Engine(e)) = old {
-                    self.mark(e.volume());
+                    self.mark(e.volume_name());
                 }
-                self.mark(view.engine(name).and_then(Engine::volume));
-                self.mark(volume_of_engine_name(name));
+                self.mark(view.engine(name).and_then(Engine::volume_name));
+                self.mark_str(volume_of_engine_name(name));
                 self.sites.mark_entry(name);
             }
             (ObjectKind::Node, old) => {
@@ -184,7 +198,7 @@ impl DrainIndex {
             }
             (ObjectKind::InstanceManager, old) => {
                 let old = match old {
-                    Some(Object::InstanceManager(im)) => Some(im),
+                    Some(Object::InstanceManager(im)) => Some(&**im),
                     _ => None,
                 };
                 self.instance_manager_changed(view, old, name);
@@ -203,29 +217,11 @@ impl DrainIndex {
     }
 }
 
-fn set(sets: &mut HashMap<String, BTreeSet<String>>, node: &str, volume: &str, member: bool) {
+fn set(sets: &mut Index, node: &Name, volume: &Name, member: bool) {
     if member {
-        match sets.get_mut(node) {
-            Some(s) => {
-                if !s.contains(volume) {
-                    s.insert(volume.to_string());
-                }
-            }
-            None => {
-                sets.insert(node.to_string(), BTreeSet::from([volume.to_string()]));
-            }
-        }
+        nameset::add(sets, node, volume);
     } else {
-        remove(sets, node, volume);
-    }
-}
-
-fn remove(sets: &mut HashMap<String, BTreeSet<String>>, node: &str, volume: &str) {
-    if let Some(s) = sets.get_mut(node) {
-        s.remove(volume);
-        if s.is_empty() {
-            sets.remove(node);
-        }
+        nameset::del(sets, node, volume);
     }
 }
 
@@ -249,8 +245,8 @@ impl ViewIndex for DrainIndex {
             self.strict.clear();
             self.lenient.clear();
             self.placed.clear();
-            let all: Vec<String> = view.volume_names().map(str::to_string).collect();
-            let claimed: Vec<String> = self.sites.implied_volumes().cloned().collect();
+            let all: Vec<Name> = view.volume_names().map(Name::new).collect();
+            let claimed: Vec<Name> = self.sites.implied_volumes().cloned().collect();
             for v in all.iter().chain(&claimed) {
                 self.recompute(view, v);
             }

@@ -15,8 +15,8 @@ pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager
         if matches!(im.spec.type_.as_str(), "replica") {
             continue;
         }
-        out.extend(im.status.instance_engines.keys().cloned());
-        out.extend(im.status.instance_engine_frontends.keys().cloned());
+        out.extend(im.status.instance_engines.keys().map(String::from));
+        out.extend(im.status.instance_engine_frontends.keys().map(String::from));
     }
     out
 }
@@ -128,7 +128,7 @@ pub(super) fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
                 None => out.unmapped.push(UnmappedInstance {
                     instance_manager: im_name.to_string(),
                     kind,
-                    name: name.clone(),
+                    name: name.to_string(),
                     overridden: false,
                 }),
             }

@@ -11,34 +11,35 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::instances::{owner_of_entry, volume_of_engine_name, InstanceKind, UnmappedInstance};
-use crate::cluster::{ClusterView, InstanceManager};
+use crate::cluster::nameset::{self, NameSet};
+use crate::cluster::{ClusterView, InstanceManager, Name};
 
 /// One place an entry runs: (node, instance manager, kind of entry).
-type Site = (String, String, InstanceKind);
+type Site = (Name, Name, InstanceKind);
 
 /// Entry sites and the unmapped entries per node.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Sites {
-    /// Entry name -> where it runs.
-    by_entry: HashMap<String, BTreeSet<Site>>,
+    /// Entry name -> where it runs (sorted; nearly always one site, two while migrating).
+    by_entry: HashMap<Name, Vec<Site>>,
     /// Volume implied by an entry's name -> those entry names.
-    by_implied: HashMap<String, BTreeSet<String>>,
+    by_implied: HashMap<Name, NameSet>,
     /// Node -> (instance manager, kind, entry name) that no known volume owns.
-    unmapped: HashMap<String, BTreeSet<(String, InstanceKind, String)>>,
-    dirty: HashSet<String>,
+    unmapped: HashMap<Name, BTreeSet<(Name, InstanceKind, Name)>>,
+    dirty: HashSet<Name>,
 }
 
 /// The engine and engine-frontend entries of a non-replica instance manager with a node,
 /// each with its site.
-fn placed(im: Option<&InstanceManager>) -> BTreeSet<(Site, &str)> {
+fn placed(im: Option<&InstanceManager>) -> BTreeSet<(Site, &Name)> {
     let Some(im) = im.filter(|im| im.spec.type_ != "replica" && !im.spec.node_id.is_empty()) else {
         return BTreeSet::new();
     };
-    let name = im.metadata.name.as_deref().unwrap_or("");
-    let site = |kind| (im.spec.node_id.clone(), name.to_string(), kind);
-    let engines = im.status.instance_engines.keys().map(|k| (site(InstanceKind::Engine), k.as_str()));
+    let name = im.metadata.name.clone().unwrap_or_default();
+    let site = |kind| (im.spec.node_id.clone(), name.clone(), kind);
+    let engines = im.status.instance_engines.keys().map(|k| (site(InstanceKind::Engine), k));
     let frontends =
-        im.status.instance_engine_frontends.keys().map(|k| (site(InstanceKind::EngineFrontend), k.as_str()));
+        im.status.instance_engine_frontends.keys().map(|k| (site(InstanceKind::EngineFrontend), k));
     engines.chain(frontends).collect()
 }
 
@@ -50,33 +51,38 @@ impl Sites {
         &mut self,
         old: Option<&InstanceManager>,
         new: Option<&InstanceManager>,
-    ) -> BTreeSet<String> {
+    ) -> BTreeSet<Name> {
         let before = placed(old);
         let after = placed(new);
         let mut changed = BTreeSet::new();
         for (site, entry) in before.difference(&after) {
             let (node, im, kind) = site;
             if let Some(set) = self.unmapped.get_mut(node) {
-                set.remove(&(im.clone(), *kind, entry.to_string()));
+                set.remove(&(im.clone(), *kind, (*entry).clone()));
                 if set.is_empty() {
                     self.unmapped.remove(node);
                 }
             }
             if let Some(sites) = self.by_entry.get_mut(*entry) {
-                sites.remove(site);
+                if let Ok(i) = sites.binary_search(site) {
+                    sites.remove(i);
+                }
                 if sites.is_empty() {
                     self.by_entry.remove(*entry);
                     self.forget_implied(entry);
                 }
             }
-            changed.insert(entry.to_string());
+            changed.insert((*entry).clone());
         }
         for (site, entry) in after.difference(&before) {
-            self.by_entry.entry(entry.to_string()).or_default().insert(site.clone());
-            if let Some(v) = volume_of_engine_name(entry) {
-                self.by_implied.entry(v.to_string()).or_default().insert(entry.to_string());
+            let sites = self.by_entry.entry((*entry).clone()).or_default();
+            if let Err(i) = sites.binary_search(site) {
+                sites.insert(i, site.clone());
             }
-            changed.insert(entry.to_string());
+            if let Some(v) = volume_of_engine_name(entry) {
+                nameset::add(&mut self.by_implied, &Name::new(v), entry);
+            }
+            changed.insert((*entry).clone());
         }
         self.dirty.extend(changed.iter().cloned());
         changed
@@ -84,19 +90,16 @@ impl Sites {
 
     fn forget_implied(&mut self, entry: &str) {
         if let Some(v) = volume_of_engine_name(entry) {
-            if let Some(set) = self.by_implied.get_mut(v) {
-                set.remove(entry);
-                if set.is_empty() {
-                    self.by_implied.remove(v);
-                }
-            }
+            nameset::del(&mut self.by_implied, v, entry);
         }
     }
 
     /// The owner of entry `name` may have changed (its Engine object changed).
     pub(super) fn mark_entry(&mut self, name: &str) {
-        if self.by_entry.contains_key(name) && !self.dirty.contains(name) {
-            self.dirty.insert(name.to_string());
+        if let Some((entry, _)) = self.by_entry.get_key_value(name) {
+            if !self.dirty.contains(name) {
+                self.dirty.insert(entry.clone());
+            }
         }
     }
 
@@ -132,7 +135,7 @@ impl Sites {
     }
 
     /// The volumes whose name some entry implies (they may be known through no other object).
-    pub(super) fn implied_volumes(&self) -> impl Iterator<Item = &String> {
+    pub(super) fn implied_volumes(&self) -> impl Iterator<Item = &Name> {
         self.by_implied.keys()
     }
 
@@ -140,7 +143,7 @@ impl Sites {
     /// whose name implies it.
     fn candidates<'a>(&'a self, view: &'a ClusterView, volume: &str) -> BTreeSet<&'a str> {
         let objects = view.engines_of_volume(volume).filter_map(|e| e.metadata.name.as_deref());
-        let implied = self.by_implied.get(volume).into_iter().flatten().map(String::as_str);
+        let implied = self.by_implied.get(volume).into_iter().flatten().map(Name::as_str);
         objects.chain(implied).collect()
     }
 
@@ -149,8 +152,8 @@ impl Sites {
         &self,
         view: &ClusterView,
         volume: &str,
-    ) -> BTreeMap<String, BTreeSet<InstanceKind>> {
-        let mut out: BTreeMap<String, BTreeSet<InstanceKind>> = BTreeMap::new();
+    ) -> BTreeMap<Name, BTreeSet<InstanceKind>> {
+        let mut out: BTreeMap<Name, BTreeSet<InstanceKind>> = BTreeMap::new();
         for entry in self.candidates(view, volume) {
             let Some(sites) = self.by_entry.get(entry) else { continue };
             if owner_of_entry(view, entry).as_deref() != Some(volume) {
@@ -170,9 +173,9 @@ impl Sites {
             .into_iter()
             .flatten()
             .map(|(im, kind, name)| UnmappedInstance {
-                instance_manager: im.clone(),
+                instance_manager: im.to_string(),
                 kind: *kind,
-                name: name.clone(),
+                name: name.to_string(),
                 overridden: false,
             })
             .collect()

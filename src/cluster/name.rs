@@ -1,0 +1,272 @@
+//! Interned strings for the names and values the cluster view repeats: node, volume, engine,
+//! replica and instance-manager names, states, images, addresses, timestamps.
+//!
+//! A [`Name`] is a shared string taken from one process-wide interner, so a volume name that
+//! a Volume, its replicas, its engine, their labels and every index name is stored once: 8
+//! bytes per use (an `Arc<Box<str>>`, one thin pointer; an `Arc<str>` would take 16) instead
+//! of a 24-byte `String` and its own heap copy. It reads as a
+//! `str` (`Deref`, `Borrow<str>`, comparisons with `str` and `String`), hashes and orders
+//! like one, and parses from / prints as a plain JSON string.
+//!
+//! The interner frees what no object uses any more: whenever it has doubled in size since it
+//! last looked, it drops the entries it is the only owner of, so a long-running watch with
+//! volume churn keeps it within about twice the strings in use.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// An interned, immutable string. It compares, orders and hashes as its text.
+#[derive(Clone)]
+pub struct Name(Arc<Box<str>>);
+
+/// The interned strings, and the size at which unused ones are next purged.
+struct Interner {
+    set: HashSet<Name>,
+    purge_at: usize,
+}
+
+/// Purge no more often than this many entries.
+const MIN_PURGE: usize = 4096;
+
+static INTERNER: LazyLock<Mutex<Interner>> =
+    LazyLock::new(|| Mutex::new(Interner { set: HashSet::new(), purge_at: MIN_PURGE }));
+
+static EMPTY: LazyLock<Name> = LazyLock::new(|| Name(Arc::new(Box::from(""))));
+
+impl Interner {
+    fn intern(&mut self, s: &str) -> Name {
+        if let Some(a) = self.set.get(s) {
+            return a.clone();
+        }
+        let a = Name(Arc::new(Box::from(s)));
+        self.set.insert(a.clone());
+        if self.set.len() >= self.purge_at {
+            self.purge();
+        }
+        a
+    }
+
+    /// Drops the strings only the interner holds (no object, index or message uses them).
+    fn purge(&mut self) {
+        self.set.retain(|a| Arc::strong_count(&a.0) > 1);
+        self.set.shrink_to_fit();
+        self.purge_at = (self.set.len() * 2).max(MIN_PURGE);
+    }
+}
+
+impl Name {
+    /// The shared copy of `s`.
+    pub fn new(s: &str) -> Self {
+        if s.is_empty() {
+            return EMPTY.clone();
+        }
+        let mut interner = INTERNER.lock().unwrap_or_else(|p| p.into_inner());
+        interner.intern(s)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// How many distinct strings the interner holds after dropping those nothing uses (for
+    /// tests and diagnostics).
+    pub fn purge_unused() -> usize {
+        let mut interner = INTERNER.lock().unwrap_or_else(|p| p.into_inner());
+        interner.purge();
+        interner.set.len()
+    }
+
+    /// True when `s` is interned (whether or not anything else holds it).
+    pub fn is_interned(s: &str) -> bool {
+        INTERNER.lock().unwrap_or_else(|p| p.into_inner()).set.contains(s)
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Name {}
+
+impl Hash for Name {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialOrd for Name {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Name {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Default for Name {
+    fn default() -> Self {
+        EMPTY.clone()
+    }
+}
+
+impl Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Self {
+        Self::new(s)
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Self {
+        Self::new(&s)
+    }
+}
+
+impl From<&String> for Name {
+    fn from(s: &String) -> Self {
+        Self::new(s)
+    }
+}
+
+impl From<Name> for String {
+    fn from(n: Name) -> Self {
+        n.as_str().to_string()
+    }
+}
+
+impl From<&Name> for String {
+    fn from(n: &Name) -> Self {
+        n.as_str().to_string()
+    }
+}
+
+/// Lets callers collect names as owned strings.
+impl FromIterator<Name> for Vec<String> {
+    fn from_iter<I: IntoIterator<Item = Name>>(iter: I) -> Self {
+        iter.into_iter().map(String::from).collect()
+    }
+}
+
+macro_rules! eq_str {
+    ($($t:ty),*) => {$(
+        impl PartialEq<$t> for Name {
+            fn eq(&self, other: &$t) -> bool {
+                *self.as_str() == **other
+            }
+        }
+        impl PartialEq<Name> for $t {
+            fn eq(&self, other: &Name) -> bool {
+                **self == *other.as_str()
+            }
+        }
+    )*};
+}
+eq_str!(&str, String);
+
+impl PartialEq<str> for Name {
+    fn eq(&self, other: &str) -> bool {
+        *self.as_str() == *other
+    }
+}
+
+impl PartialEq<Name> for str {
+    fn eq(&self, other: &Name) -> bool {
+        *self == *other.as_str()
+    }
+}
+
+impl Serialize for Name {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Name;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name, E> {
+                Ok(Name::new(v))
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_strings_share_one_copy_and_read_as_str() {
+        let a = Name::new("pvc-0001");
+        let b: Name = serde_json::from_str("\"pvc-0001\"").unwrap();
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert_eq!(a, "pvc-0001");
+        assert_eq!("pvc-0001", a);
+        assert_eq!(a, "pvc-0001".to_string());
+        assert_eq!(a.len(), 8);
+        assert_eq!(format!("{a} {a:?}"), "pvc-0001 \"pvc-0001\"");
+        assert_eq!(serde_json::to_string(&a).unwrap(), "\"pvc-0001\"");
+        assert!(serde_json::from_str::<Name>("3").is_err());
+        let set: std::collections::HashSet<Name> = [a.clone()].into();
+        assert!(set.contains("pvc-0001"));
+        assert_eq!(Name::default(), "");
+    }
+
+    #[test]
+    fn strings_nothing_uses_are_freed() {
+        let kept = Name::new("name-test-kept");
+        drop(Name::new("name-test-dropped"));
+        Name::purge_unused();
+        assert!(!Name::is_interned("name-test-dropped"));
+        assert!(Name::is_interned("name-test-kept"));
+        assert_eq!(kept, "name-test-kept");
+    }
+}
