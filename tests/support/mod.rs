@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod watchapi;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -216,4 +217,14 @@ pub fn test_limits() -> Limits {
         shutdown_delay: Duration::ZERO,
         ..Limits::default()
     }
+}
+
+/// The captured eviction AdmissionReview (`eviction-create.json`) for pod `name` in
+/// longhorn-system, with a uid of its own.
+pub fn eviction_of(name: &str) -> Vec<u8> {
+    let mut review: serde_json::Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
+    review["request"]["name"] = serde_json::Value::from(name);
+    review["request"]["object"]["metadata"]["name"] = serde_json::Value::from(name);
+    review["request"]["uid"] = serde_json::Value::from(format!("eviction-{name}"));
+    serde_json::to_vec(&review).unwrap()
 }
