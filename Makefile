@@ -80,7 +80,7 @@ manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS 
 	$(KUBECTL) kustomize manifests/overlays/dev-certs > $(OUT_DIR)/manifests.yaml
 	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
 
-e2e: build ## End-to-end suite against the cluster KUBECONFIG names (docs/install.md)
+e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISERVER=... an API server of its own (docs/install.md)
 	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/run.sh
 
 scale: ## Scale harness against the cluster KUBECONFIG names: SCALE_NODES, SCALE_VOLUMES (docs/scale.md)
