@@ -66,13 +66,14 @@ struct Answer {
 }
 
 impl Guard {
-    async fn start(api: &WatchApi) -> Self {
+    /// `recheck_after`: how long a resumed watch may stay quiet before its kind is listed again.
+    async fn start(api: &WatchApi, recheck_after: Duration) -> Self {
         install_provider();
         let certs = tempfile::tempdir().unwrap();
         longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
         let client = api.client();
         let view = SharedView::new(ClusterView::new(Source::Watch));
-        let watches = tokio::spawn(watch::run(client.clone(), view.clone()));
+        let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), recheck_after));
         let policy = Policy::parse("drain:\n  maxViewAge: 60s\n").unwrap();
         let admitter = Admitter::new(view.clone(), Arc::new(policy), Some(confirm::confirmer(client)));
         let config = ServerConfig {
@@ -154,7 +155,7 @@ fn gone_total() -> u64 {
 async fn a_crash_and_expired_watches_never_let_an_unconfirmed_eviction_through() {
     let (s, items) = cluster();
     let api = WatchApi::start(items).await;
-    let guard = Guard::start(&api).await;
+    let guard = Guard::start(&api, watch::RECHECK_AFTER).await;
 
     // Healthy: the safe eviction is allowed from the view, without a read; the unsafe denied.
     let before = api.requests().len();
@@ -228,40 +229,59 @@ async fn a_crash_and_expired_watches_never_let_an_unconfirmed_eviction_through()
     guard.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resumed_watch_is_trusted_again_at_its_next_event_or_after_a_relist() {
-    let (s, items) = cluster();
-    let api = WatchApi::start(items).await;
-    let guard = Guard::start(&api).await;
-    let volumes = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/volumes?";
-    let lists_of = |path: &str, reqs: &[String]| {
-        reqs.iter().filter(|q| q.starts_with(path) && !q.contains("watch=")).count()
-    };
+const VOLUMES: &str = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/volumes?";
+const REPLICAS: &str = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas?";
 
+fn lists_of(path: &str, requests: &[String]) -> usize {
+    requests.iter().filter(|q| q.starts_with(path) && !q.contains("watch=")).count()
+}
+
+/// Stops and starts `api` again without expiring anything: the watches resume from their
+/// resource versions. Returns the index of the first request after the restart.
+async fn crash_and_resume(api: &WatchApi, guard: &Guard) -> usize {
     api.stop();
     until("every watch marked failing", || guard.failing().len() == ObjectKind::ALL.len()).await;
     let mark = api.requests().len();
-    // Back with the same history: the watches resume from their resource versions.
     api.start_again(false);
+    mark
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_watch_is_trusted_again_at_its_next_event() {
+    let (s, items) = cluster();
+    let api = WatchApi::start(items).await;
+    // Quiet resumed watches are never listed again here: only the event can end the spell.
+    let guard = Guard::start(&api, Duration::from_secs(3600)).await;
+    let mark = crash_and_resume(&api, &guard).await;
     until("the volume watch resumed", || {
-        api.requests()[mark..].iter().any(|q| q.starts_with(volumes) && q.contains("watch="))
+        api.requests()[mark..].iter().any(|q| q.starts_with(VOLUMES) && q.contains("watch="))
     })
     .await;
-    // An event on the resumed stream: volumes are current again at once, without a list.
     let mut volume = s.objects(Group::Volume).next().unwrap();
     volume["metadata"]["annotations"] = json!({"e2e": "touched"});
     api.modify(volume);
     until("volumes current again", || !guard.failing().contains(&"volumes.longhorn.io")).await;
-    assert_eq!(lists_of(volumes, &api.requests()[mark..]), 0, "no relist of volumes");
+    assert_eq!(lists_of(VOLUMES, &api.requests()[mark..]), 0, "current through the event, not a list");
+    assert!(guard.failing().contains(&"replicas.longhorn.io"), "the quiet kinds stay stale");
+    // Stale still: the allow rests on confirmation reads, which the API server answers.
+    let before = api.requests().len();
+    let a = guard.evict(STORAGE_NODE).await;
+    assert!(a.allowed, "{}", a.message);
+    assert!(lists_of(REPLICAS, &api.requests()[before..]) >= 1, "confirmed with reads");
+    guard.stop().await;
+}
 
-    // The quiet kinds give no such proof: they are listed again, then current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_resumed_watches_are_listed_again_then_trusted() {
+    let (_, items) = cluster();
+    let api = WatchApi::start(items).await;
+    let guard = Guard::start(&api, Duration::from_millis(500)).await;
+    let mark = crash_and_resume(&api, &guard).await;
     until("every kind current again", || guard.failing().is_empty()).await;
     let after = api.requests()[mark..].to_vec();
-    let replicas = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas?";
-    assert_eq!(lists_of(replicas, &after), 1, "{after:?}");
-    assert_eq!(lists_of("/api/v1/nodes?", &after), 1, "{after:?}");
-    assert_eq!(lists_of(volumes, &after), 0, "{after:?}");
-
+    for path in [VOLUMES, REPLICAS, "/api/v1/nodes?"] {
+        assert!(lists_of(path, &after) >= 1, "{path} listed again: {after:?}");
+    }
     let before = api.requests().len();
     let a = guard.evict(STORAGE_NODE).await;
     assert!(a.allowed, "{}", a.message);

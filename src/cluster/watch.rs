@@ -95,9 +95,13 @@ impl Backoff for Retry {
 }
 
 /// The events of one kind's watcher. After an error, an event, a started list or
-/// [`RECHECK_AFTER`] with neither ends the failing spell; in the last case the watcher is
+/// `recheck_after` ([`RECHECK_AFTER`]) with neither ends the failing spell; in the last case the watcher is
 /// started over, so the kind is listed again. A `410 Gone` starts it over at once.
-fn kind_events(api: Api<DynamicObject>, kind: ObjectKind) -> BoxStream<'static, WatchItem> {
+fn kind_events(
+    api: Api<DynamicObject>,
+    kind: ObjectKind,
+    recheck_after: Duration,
+) -> BoxStream<'static, WatchItem> {
     struct State {
         api: Api<DynamicObject>,
         inner: Option<BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>>,
@@ -115,7 +119,7 @@ fn kind_events(api: Api<DynamicObject>, kind: ObjectKind) -> BoxStream<'static, 
             });
             let next = match st.failed_at {
                 None => inner.next().await,
-                Some(at) => match tokio::time::timeout_at(at + RECHECK_AFTER, inner.next()).await {
+                Some(at) => match tokio::time::timeout_at(at + recheck_after, inner.next()).await {
                     Ok(next) => next,
                     Err(_) => {
                         tracing::info!(
@@ -138,7 +142,7 @@ fn kind_events(api: Api<DynamicObject>, kind: ObjectKind) -> BoxStream<'static, 
                     st.failed_at = Some(now);
                     // The API server answered: list again at once rather than after the
                     // backoff, unless 410s repeat (then the backoff paces the lists).
-                    let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < RECHECK_AFTER);
+                    let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
                     if fault_of(&e) == WatchFault::Gone && !recent {
                         st.inner = None;
                         st.gone_at = Some(now);
@@ -171,6 +175,11 @@ pub fn fault_of(e: &watcher::Error) -> WatchFault {
 
 /// Runs every watch until the task is dropped, applying events to `view`.
 pub async fn run(client: kube::Client, view: SharedView) {
+    run_with(client, view, RECHECK_AFTER).await
+}
+
+/// [`run`] with another bound than [`RECHECK_AFTER`] for a quiet resumed watch (tests).
+pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Duration) {
     let all = targets();
     let total = all.len();
     let streams = all.into_iter().map(|t| {
@@ -178,7 +187,7 @@ pub async fn run(client: kube::Client, view: SharedView) {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
             None => Api::all_with(client.clone(), &t.resource),
         };
-        kind_events(api, t.kind)
+        kind_events(api, t.kind, recheck_after)
     });
     let mut merged = stream::select_all(streams);
     let mut pending: std::collections::HashMap<ObjectKind, (Vec<Object>, Vec<String>)> = Default::default();
