@@ -19,9 +19,7 @@ use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::stats::{self, WatchFault};
 use longhorn_guard::cluster::{confirm, watch, ClusterView, ObjectKind, SharedView, Source};
 use longhorn_guard::policy::Policy;
-use longhorn_guard::server::{Server, ServerConfig, ServerHandle};
 use longhorn_guard::synthetic::{Group, Synthetic};
-use longhorn_guard::tls::TlsFiles;
 use serde_json::{json, Value};
 use support::watchapi::WatchApi;
 use support::*;
@@ -50,12 +48,9 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 
 /// longhorn-guard in watch mode against `api`: the watches, the confirmer and the HTTPS server.
 struct Guard {
-    addr: std::net::SocketAddr,
-    tls: Arc<rustls::ClientConfig>,
+    server: TestServer,
     view: SharedView,
-    handle: ServerHandle,
     watches: tokio::task::JoinHandle<()>,
-    _certs: tempfile::TempDir,
 }
 
 /// An eviction's answer: allowed, HTTP code of the denial (200 when allowed), message.
@@ -68,23 +63,12 @@ struct Answer {
 impl Guard {
     /// `recheck_after`: how long a resumed watch may stay quiet before its kind is listed again.
     async fn start(api: &WatchApi, recheck_after: Duration) -> Self {
-        install_provider();
-        let certs = tempfile::tempdir().unwrap();
-        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
         let client = api.client();
         let view = SharedView::new(ClusterView::new(Source::Watch));
         let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), recheck_after));
         let policy = Policy::parse("drain:\n  maxViewAge: 60s\n").unwrap();
         let admitter = Admitter::new(view.clone(), Arc::new(policy), Some(confirm::confirmer(client)));
-        let config = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            tls: TlsFiles::in_dir(certs.path()),
-            admitter,
-            limits: test_limits(),
-        };
-        let (addr, handle) = Server::bind(config).await.unwrap();
-        let tls = client_config(&certs.path().join("ca.crt"));
-        let guard = Self { addr, tls, view, handle, watches, _certs: certs };
+        let guard = Self { server: TestServer::with_admitter(admitter).await, view, watches };
         until("the first list of every kind", || guard.view.read().freshness().synced).await;
         guard
     }
@@ -92,7 +76,8 @@ impl Guard {
     /// POSTs the eviction of node `n`'s instance manager to `/validate`.
     async fn evict(&self, n: usize) -> Answer {
         let body = eviction_of(&Synthetic::instance_manager_name(n));
-        let r = request(self.addr, &self.tls, "POST", "/validate", body.clone()).await.unwrap();
+        let r =
+            request(self.server.addr, &self.server.client, "POST", "/validate", body.clone()).await.unwrap();
         assert_eq!(r.status, 200, "{}", r.text());
         let review = r.json();
         assert_review(&review, &uid_of(&body), "eviction");
@@ -109,13 +94,21 @@ impl Guard {
     }
 
     async fn metrics(&self) -> String {
-        request(self.addr, &self.tls, "GET", "/metrics", vec![]).await.unwrap().text()
+        request(self.server.addr, &self.server.client, "GET", "/metrics", vec![]).await.unwrap().text()
+    }
+
+    /// [`Guard::evict`], and the LISTs `api` got meanwhile (confirmation reads).
+    async fn evict_reading(&self, api: &WatchApi, n: usize) -> (Answer, Vec<String>) {
+        let before = api.requests().len();
+        let a = self.evict(n).await;
+        let lists = api.requests()[before..].iter().filter(|q| !q.contains("watch=")).cloned().collect();
+        (a, lists)
     }
 
     async fn stop(self) {
         self.watches.abort();
-        self.handle.shutdown();
-        assert!(self.handle.stopped().await);
+        self.server.handle.shutdown();
+        assert!(self.server.handle.stopped().await);
     }
 }
 
@@ -158,11 +151,8 @@ async fn a_crash_and_expired_watches_never_let_an_unconfirmed_eviction_through()
     let guard = Guard::start(&api, watch::RECHECK_AFTER).await;
 
     // Healthy: the safe eviction is allowed from the view, without a read; the unsafe denied.
-    let before = api.requests().len();
-    let a = guard.evict(STORAGE_NODE).await;
+    let (a, lists) = guard.evict_reading(&api, STORAGE_NODE).await;
     assert!(a.allowed, "{}", a.message);
-    let lists: Vec<String> =
-        api.requests()[before..].iter().filter(|q| !q.contains("watch=")).cloned().collect();
     assert!(lists.is_empty(), "a fresh view needs no confirmation: {lists:?}");
     let a = guard.evict(0).await;
     assert!(!a.allowed && a.message.contains("attached to scale-node-000"), "{}", a.message);
@@ -264,10 +254,9 @@ async fn a_resumed_watch_is_trusted_again_at_its_next_event() {
     assert_eq!(lists_of(VOLUMES, &api.requests()[mark..]), 0, "current through the event, not a list");
     assert!(guard.failing().contains(&"replicas.longhorn.io"), "the quiet kinds stay stale");
     // Stale still: the allow rests on confirmation reads, which the API server answers.
-    let before = api.requests().len();
-    let a = guard.evict(STORAGE_NODE).await;
+    let (a, lists) = guard.evict_reading(&api, STORAGE_NODE).await;
     assert!(a.allowed, "{}", a.message);
-    assert!(lists_of(REPLICAS, &api.requests()[before..]) >= 1, "confirmed with reads");
+    assert!(lists_of(REPLICAS, &lists) >= 1, "confirmed with reads: {lists:?}");
     guard.stop().await;
 }
 
@@ -282,11 +271,8 @@ async fn quiet_resumed_watches_are_listed_again_then_trusted() {
     for path in [VOLUMES, REPLICAS, "/api/v1/nodes?"] {
         assert!(lists_of(path, &after) >= 1, "{path} listed again: {after:?}");
     }
-    let before = api.requests().len();
-    let a = guard.evict(STORAGE_NODE).await;
+    let (a, lists) = guard.evict_reading(&api, STORAGE_NODE).await;
     assert!(a.allowed, "{}", a.message);
-    let lists: Vec<String> =
-        api.requests()[before..].iter().filter(|q| !q.contains("watch=")).cloned().collect();
     assert!(lists.is_empty(), "fresh again: no confirmation: {lists:?}");
     guard.stop().await;
 }

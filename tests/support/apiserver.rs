@@ -9,7 +9,6 @@ use std::time::Duration;
 use axum::body::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use longhorn_guard::tls::{ReloadingCert, TlsFiles};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
@@ -52,15 +51,7 @@ impl FakeApi {
     /// Serves `items` (objects with apiVersion and kind); each answer is held for `hold` so that
     /// concurrent requests overlap and the in-flight count shows the client's concurrency.
     pub async fn start(items: Vec<Value>, hold: Duration) -> Self {
-        super::install_provider();
-        let certs = tempfile::tempdir().unwrap();
-        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
-        let cert = Arc::new(
-            ReloadingCert::load(TlsFiles::in_dir(certs.path()), longhorn_guard::tls::provider()).unwrap(),
-        );
-        let acceptor =
-            tokio_rustls::TlsAcceptor::from(Arc::new(longhorn_guard::tls::server_config(cert).unwrap()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (certs, acceptor, listener) = super::tls_listener().await;
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
         let items = Arc::new(items);

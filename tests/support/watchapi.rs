@@ -14,7 +14,6 @@ use futures::StreamExt as _;
 use http_body_util::{combinators::BoxBody, BodyExt as _, Full, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
-use longhorn_guard::tls::{ReloadingCert, TlsFiles};
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
@@ -55,15 +54,7 @@ impl Drop for WatchApi {
 impl WatchApi {
     /// Serves `items` (objects with apiVersion, kind and metadata) at resource version 1.
     pub async fn start(items: Vec<Value>) -> Self {
-        super::install_provider();
-        let certs = tempfile::tempdir().unwrap();
-        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
-        let cert = Arc::new(
-            ReloadingCert::load(TlsFiles::in_dir(certs.path()), longhorn_guard::tls::provider()).unwrap(),
-        );
-        let acceptor =
-            tokio_rustls::TlsAcceptor::from(Arc::new(longhorn_guard::tls::server_config(cert).unwrap()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (certs, acceptor, listener) = super::tls_listener().await;
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             items: Mutex::new(items),
