@@ -1,6 +1,8 @@
 # Thin wrappers over cargo and the longhorn-guard binary. `make help` lists them.
 CARGO      ?= cargo
-BIN        := target/debug/longhorn-guard
+# cargo's output directory (CARGO_TARGET_DIR when set, as cargo does).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+BIN        := $(TARGET_DIR)/debug/longhorn-guard
 CERT_DIR   ?= certs/dev
 LISTEN     ?= 127.0.0.1:8443
 STATE      ?= demo/cluster-snapshot.yaml
@@ -65,7 +67,7 @@ bench: ## Decision latency and view memory on a synthetic cluster (release build
 
 bench-https: ## HTTPS req/s of serve --state (60 nodes, 3,000 volumes) vs a static rustls server, wrk -c64 (docs/scale.md)
 	$(CARGO) build --locked --release --bin longhorn-guard --example gen_snapshot --example static_server
-	benches/https.sh
+	LONGHORN_GUARD_BIN=$(abspath $(TARGET_DIR)/release/longhorn-guard) BENCH_EXAMPLES=$(abspath $(TARGET_DIR)/release/examples) benches/https.sh
 
 # --- install / e2e (docs/install.md) ---
 KUBECTL    ?= kubectl
@@ -80,9 +82,9 @@ manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS 
 	$(KUBECTL) kustomize manifests/overlays/dev-certs > $(OUT_DIR)/manifests.yaml
 	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
 
-e2e: build ## End-to-end suite against the cluster KUBECONFIG names (docs/install.md)
+e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISERVER=... an API server of its own (docs/install.md)
 	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/run.sh
 
 scale: ## Scale harness against the cluster KUBECONFIG names: SCALE_NODES, SCALE_VOLUMES (docs/scale.md)
 	$(CARGO) build --locked --release --bin longhorn-guard --example scale_load --example admission_load
-	LONGHORN_GUARD_BIN=$(abspath target/release/longhorn-guard) SCALE_EXAMPLES=$(abspath target/release/examples) e2e/scale.sh
+	LONGHORN_GUARD_BIN=$(abspath $(TARGET_DIR)/release/longhorn-guard) SCALE_EXAMPLES=$(abspath $(TARGET_DIR)/release/examples) e2e/scale.sh

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # End-to-end suite: drives the cluster that KUBECONFIG names with the real kubectl.
 #
-#   make e2e                         # = e2e/run.sh, "local" mode
+#   make e2e                         # = e2e/run.sh, "local" mode, the cluster KUBECONFIG names
+#   KUBE_APISERVER=/path/to/kube-apiserver make e2e # local mode on an API server of its own
 #   E2E_IMAGE=repo/longhorn-guard:tag e2e/run.sh    # "in-cluster" mode (kind/k3d)
+#
+# API server (E2E_APISERVER):
+#   own: the suite starts etcd + kube-apiserver ($KUBE_APISERVER) with e2e/start-apiserver.sh in
+#     its work directory, runs against it, and throws it away on exit. Only here can it stop
+#     and restart the API server under a running `serve`: the watch-fault checks (view stale,
+#     429 "could not confirm", 410 Gone after an etcd compaction, recovery) run in this mode.
+#   external: the cluster KUBECONFIG names; the watch-fault checks are skipped.
+#   Default: own when KUBE_APISERVER is set and KUBECONFIG is not, else external.
 #
 # local mode (default): works on a bare kube-apiserver with no kubelet. longhorn-guard runs as
 #   a local process on 127.0.0.1:$E2E_PORT in watch mode, authenticated as its own
@@ -24,6 +33,11 @@ BIN=${LONGHORN_GUARD_BIN:-$ROOT/target/debug/longhorn-guard}
 PORT=${E2E_PORT:-18443}
 IMAGE=${E2E_IMAGE:-}
 MODE=${E2E_MODE:-$([ -n "$IMAGE" ] && echo in-cluster || echo local)}
+if [ -n "${KUBE_APISERVER:-}" ] && [ -z "${KUBECONFIG:-}" ]; then
+	APISERVER=${E2E_APISERVER:-own}
+else
+	APISERVER=${E2E_APISERVER:-external}
+fi
 CRDS=${E2E_CRDS:-$ROOT/../shared/fixtures/crds/longhorn-crds.yaml}
 LH_NS=longhorn-system
 GUARD_NS=longhorn-guard
@@ -39,10 +53,15 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/longhorn-guard-e2e.XXXXXX")
 SERVER_PID=
 CREATED_CRDS=0
 CREATED_LH_NS=0
+APISERVER_DIR=$WORK/apiserver
 
 SCRIPT_NAME=e2e
 # shellcheck source=e2e/lib.sh
 . "$E2E/lib.sh"
+# shellcheck source=e2e/faults.sh
+. "$E2E/faults.sh"
+# shellcheck source=e2e/check-cluster.sh
+. "$E2E/check-cluster.sh"
 
 # run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
 run() {
@@ -88,6 +107,12 @@ cleanup() {
 	set +e
 	log "cleanup"
 	stop_webhook
+	if [ "$APISERVER" = own ]; then
+		# The whole control plane is thrown away: nothing to delete object by object.
+		"$E2E/start-apiserver.sh" stop "$APISERVER_DIR"
+		rm -rf "$WORK"
+		return
+	fi
 	# Webhook configurations first: with the server gone, Fail policies would block deletes.
 	k delete validatingwebhookconfiguration longhorn-guard --ignore-not-found
 	k delete mutatingwebhookconfiguration longhorn-guard --ignore-not-found
@@ -97,6 +122,7 @@ cleanup() {
 		k -n "$LH_NS" delete volumes.longhorn.io,replicas.longhorn.io,engines.longhorn.io,nodes.longhorn.io,settings.longhorn.io,instancemanagers.longhorn.io -l "$LABEL" --ignore-not-found --wait=false
 	fi
 	k delete nodes -l "$LABEL" --ignore-not-found
+	check_cluster_cleanup
 	if [ "$MODE" = in-cluster ]; then
 		k delete -f "$WORK/install.yaml" --ignore-not-found --wait=false
 	else
@@ -126,7 +152,25 @@ no_endpoints() {
 }
 
 # ---------------------------------------------------------------- preflight
-log "preflight ($MODE mode)"
+case $APISERVER in
+own)
+	[ "$MODE" = local ] || die "E2E_APISERVER=own needs local mode (in-cluster mode needs a real cluster)"
+	[ -n "${KUBE_APISERVER:-}" ] || die "E2E_APISERVER=own needs KUBE_APISERVER (a kube-apiserver binary)"
+	log "an API server of its own: etcd + $KUBE_APISERVER in $APISERVER_DIR"
+	# Free ports near the defaults unless given, so that parallel runs do not collide.
+	free_port() { local p=$1; while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done; echo "$p"; }
+	export E2E_APISERVER_PORT=${E2E_APISERVER_PORT:-$(free_port 16443)}
+	export E2E_ETCD_PORT=${E2E_ETCD_PORT:-$(free_port 12379)}
+	export E2E_ETCD_PEER_PORT=${E2E_ETCD_PEER_PORT:-$(free_port $((E2E_ETCD_PORT + 1)))}
+	if ! "$E2E/start-apiserver.sh" start "$APISERVER_DIR" 2>&1 | sed 's/^/    /'; then
+		die "could not start an API server (see above)"
+	fi
+	export KUBECONFIG=$APISERVER_DIR/kubeconfig
+	;;
+external) ;;
+*) die "E2E_APISERVER must be own or external, got '$APISERVER'" ;;
+esac
+log "preflight ($MODE mode, $APISERVER API server)"
 preflight_api
 if [ "$MODE" = local ]; then
 	[ -x "$BIN" ] || die "longhorn-guard binary not found at $BIN (cargo build, or set LONGHORN_GUARD_BIN)"
@@ -158,6 +202,9 @@ k get nodes -l "$LABEL"
 k -n "$LH_NS" get volumes.longhorn.io,replicas.longhorn.io,pods -l "$LABEL" \
 	-o custom-columns=KIND:.kind,NAME:.metadata.name,NODE:.spec.nodeID,PODNODE:.spec.nodeName,STATE:.status.state,ROBUSTNESS:.status.robustness,HEALTHY_AT:.spec.healthyAt
 
+# ---------------------------------------------------------------- check cluster (e2e/check-cluster.sh)
+check_cluster_checks
+
 # ---------------------------------------------------------------- webhook
 if [ "$MODE" = local ]; then
 	log "longhorn-guard as a local process on 127.0.0.1:$PORT (ServiceAccount $GUARD_NS/longhorn-guard)"
@@ -177,6 +224,8 @@ if [ "$MODE" = local ]; then
 	"$KUBECTL" kustomize "$ROOT/manifests/overlays/local" |
 		sed -e "s|__URL__|https://127.0.0.1:$PORT|" -e "s|__CA_BUNDLE__|$ca_bundle|" >"$WORK/webhooks.yaml"
 	k apply -f "$WORK/webhooks.yaml"
+	log "serve's periodic check cluster, on /metrics"
+	check_cluster_metrics
 else
 	log "longhorn-guard in-cluster, image $IMAGE"
 	[ -n "$IMAGE" ] || die "in-cluster mode needs E2E_IMAGE (an image the cluster can pull or has loaded)"
@@ -305,6 +354,13 @@ check "the gate runs 'longhorn-guard gate' from the policy's gate.image ($gate_i
 run k create -f - <<<"$(im_pod instance-manager-e2e00000000000000000000000000002 node-3 no)"
 run k -n "$LH_NS" get pod instance-manager-e2e00000000000000000000000000002 -o jsonpath='{.spec.initContainers[*].name}'
 check "an instance-manager pod without the annotation is left alone" all 'rc_is 0' 'lacks longhorn-guard-gate'
+
+# ---------------------------------------------------------------- watch faults (e2e/faults.sh)
+if [ "$APISERVER" = own ]; then
+	watch_fault_checks
+else
+	log "watch faults: skipped (they stop and restart the API server: E2E_APISERVER=own only)"
+fi
 
 log "webhook outage: each failurePolicy as promised"
 stop_webhook

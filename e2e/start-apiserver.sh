@@ -6,11 +6,20 @@
 #   KUBECONFIG=DIR/kubeconfig make e2e
 #   e2e/start-apiserver.sh stop [DIR]
 #
-# Needs: etcd (Debian: etcd-server), openssl, curl, and a kube-apiserver binary (v1.28+ for
-# matchConditions) that you provide in $KUBE_APISERVER. This script never downloads anything.
-# DIR (default ${TMPDIR:-/tmp}/longhorn-guard-apiserver) holds the certificates, the
-# service-account key, etcd's data, the logs, the PIDs and an admin kubeconfig
-# (client certificate in group system:masters).
+# `KUBE_APISERVER=... make e2e` (E2E_APISERVER=own) runs `start` and `stop` itself, and in
+# between, for the watch-fault checks, these (etcd, its data and the certificates stay):
+#
+#   e2e/start-apiserver.sh apiserver-stop [DIR]    # kube-apiserver only, SIGKILL (a crash)
+#   e2e/start-apiserver.sh compact [DIR]           # etcd: a write outside /registry, then
+#                                                  # compaction at the current revision (printed)
+#   e2e/start-apiserver.sh apiserver-start [DIR]   # kube-apiserver again; waits for /readyz
+#
+# Needs: etcd and etcdctl (Debian: etcd-server, etcd-client), openssl, curl, and a
+# kube-apiserver binary (v1.28+ for matchConditions) that you provide in $KUBE_APISERVER. This
+# script never downloads anything. DIR (default ${TMPDIR:-/tmp}/longhorn-guard-apiserver) holds
+# the certificates, the service-account key, etcd's data, the logs, the PIDs, the ports
+# (ports.env) and an admin kubeconfig (client certificate in group system:masters).
+# Ports: E2E_APISERVER_PORT (16443), E2E_ETCD_PORT (12379), E2E_ETCD_PEER_PORT (12380).
 set -euo pipefail
 
 CMD=${1:-start}
@@ -18,25 +27,37 @@ DIR=${2:-${TMPDIR:-/tmp}/longhorn-guard-apiserver}
 API_PORT=${E2E_APISERVER_PORT:-16443}
 ETCD_PORT=${E2E_ETCD_PORT:-12379}
 ETCD_PEER_PORT=${E2E_ETCD_PEER_PORT:-12380}
+PKI=$DIR/pki
+# `start` records the ports and the binary here; the other commands read them back.
+if [ "$CMD" != start ] && [ -f "$DIR/ports.env" ]; then
+	# shellcheck source=/dev/null
+	. "$DIR/ports.env"
+fi
 
 die() {
 	printf 'start-apiserver: %s\n' "$*" >&2
 	exit 2
 }
 
-stop() {
-	local name pid
-	for name in kube-apiserver etcd; do
-		if [ -f "$DIR/$name.pid" ]; then
-			pid=$(cat "$DIR/$name.pid")
-			kill "$pid" 2>/dev/null || true
-			for _ in $(seq 1 20); do
-				kill -0 "$pid" 2>/dev/null || break
-				sleep 0.5
-			done
-			rm -f "$DIR/$name.pid"
-		fi
+# stop_one NAME [SIGNAL]: stops the process DIR/NAME.pid names (SIGTERM by default), with
+# SIGKILL if it is still there after 10s: a kube-apiserver in graceful shutdown keeps its open
+# watches for a minute or more.
+stop_one() {
+	local pid
+	[ -f "$DIR/$1.pid" ] || return 0
+	pid=$(cat "$DIR/$1.pid")
+	kill "-${2:-TERM}" "$pid" 2>/dev/null || true
+	for _ in $(seq 1 20); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.5
 	done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$DIR/$1.pid"
+}
+
+stop() {
+	stop_one kube-apiserver
+	stop_one etcd
 }
 
 wait_for() { # SECONDS CMD...
@@ -48,14 +69,81 @@ wait_for() { # SECONDS CMD...
 	done
 }
 
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+ready() {
+	curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+		"https://127.0.0.1:$API_PORT/readyz" | grep -qx ok
+}
+
+# start_apiserver: kube-apiserver with the certificates in $PKI against etcd on $ETCD_PORT;
+# waits until /readyz says ok (returns 1, with the log's tail, if it does not within 120s).
+start_apiserver() {
+	in_use "$API_PORT" && die "port $API_PORT is in use (set E2E_APISERVER_PORT)"
+	# Admission plugins: the defaults (incl. ServiceAccount, MutatingAdmissionWebhook,
+	# ValidatingAdmissionWebhook). The service CIDR is only a setting: nothing is routed.
+	"$KUBE_APISERVER" \
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+		--etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+		--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+		--client-ca-file="$PKI/ca.crt" \
+		--service-account-issuer=https://kubernetes.default.svc \
+		--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+		--authorization-mode=RBAC \
+		--service-cluster-ip-range=10.96.0.0/24 \
+		--allow-privileged=true \
+		--endpoint-reconciler-type=none \
+		--profiling=false \
+		>>"$DIR/kube-apiserver.log" 2>&1 &
+	echo $! >"$DIR/kube-apiserver.pid"
+	if ! wait_for 120 ready; then
+		tail -n 30 "$DIR/kube-apiserver.log" >&2
+		stop_one kube-apiserver
+		printf 'start-apiserver: kube-apiserver did not become ready within 120s (see %s)\n' \
+			"$DIR/kube-apiserver.log" >&2
+		return 1
+	fi
+}
+
+etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$ETCD_PORT" "$@"; }
+
+need_started() { [ -f "$DIR/ports.env" ] || die "no $DIR/ports.env: run '$0 start $DIR' first"; }
+
 case $CMD in
 stop)
 	stop
 	echo "stopped (state left in $DIR)"
 	exit 0
 	;;
+apiserver-stop)
+	need_started
+	stop_one kube-apiserver KILL
+	echo "kube-apiserver stopped (etcd still runs)"
+	exit 0
+	;;
+apiserver-start)
+	need_started
+	[ -x "$KUBE_APISERVER" ] || die "$KUBE_APISERVER is not executable"
+	start_apiserver || exit 2
+	echo "kube-apiserver ready on https://127.0.0.1:$API_PORT"
+	exit 0
+	;;
+compact)
+	need_started
+	command -v etcdctl >/dev/null || die "etcdctl not found (Debian: apt-get install etcd-client)"
+	# A write outside the API server's keys moves the revision past every resource version a
+	# client holds; compacting there makes a watch from any of them "too old" (410 Gone).
+	etcdctl_ put /longhorn-guard-e2e/bump "$(date +%s)" >/dev/null || die "etcd put failed"
+	etcdctl_ del /longhorn-guard-e2e/bump >/dev/null || die "etcd delete failed"
+	# The header of any read carries the current revision.
+	rev=$(etcdctl_ get /longhorn-guard-e2e/bump -w json | grep -o '"revision":[0-9]*' | head -1 | cut -d: -f2)
+	[ -n "$rev" ] || die "cannot read etcd's revision"
+	etcdctl_ compact "$rev" >/dev/null || die "etcd compaction at revision $rev failed"
+	echo "$rev"
+	exit 0
+	;;
 start) ;;
-*) die "usage: $0 start|stop [DIR]" ;;
+*) die "usage: $0 start|stop|apiserver-stop|apiserver-start|compact [DIR]" ;;
 esac
 
 [ -n "${KUBE_APISERVER:-}" ] || die "set KUBE_APISERVER to a kube-apiserver binary"
@@ -65,9 +153,13 @@ ETCD=${ETCD:-$(command -v etcd || true)}
 command -v openssl >/dev/null || die "openssl not found"
 
 stop
-rm -rf "$DIR/etcd"
-mkdir -p "$DIR/pki"
-PKI=$DIR/pki
+in_use "$ETCD_PORT" && die "port $ETCD_PORT is in use (set E2E_ETCD_PORT)"
+in_use "$ETCD_PEER_PORT" && die "port $ETCD_PEER_PORT is in use (set E2E_ETCD_PEER_PORT)"
+in_use "$API_PORT" && die "port $API_PORT is in use (set E2E_APISERVER_PORT)"
+rm -rf "$DIR/etcd" "$DIR/kube-apiserver.log"
+mkdir -p "$PKI"
+printf 'API_PORT=%q\nETCD_PORT=%q\nETCD_PEER_PORT=%q\nKUBE_APISERVER=%q\n' \
+	"$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$(realpath "$KUBE_APISERVER")" >"$DIR/ports.env"
 
 # One CA for serving and client certificates; a service-account signing key.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=e2e-ca" \
@@ -94,22 +186,10 @@ openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 echo $! >"$DIR/etcd.pid"
 wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" || die "etcd did not start (see $DIR/etcd.log)"
 
-# Admission plugins: the defaults (incl. ServiceAccount, MutatingAdmissionWebhook,
-# ValidatingAdmissionWebhook). The service CIDR is only a setting: nothing is routed.
-"$KUBE_APISERVER" \
-	--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
-	--etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-	--tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-	--client-ca-file="$PKI/ca.crt" \
-	--service-account-issuer=https://kubernetes.default.svc \
-	--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-	--authorization-mode=RBAC \
-	--service-cluster-ip-range=10.96.0.0/24 \
-	--allow-privileged=true \
-	--endpoint-reconciler-type=none \
-	--profiling=false \
-	>"$DIR/kube-apiserver.log" 2>&1 &
-echo $! >"$DIR/kube-apiserver.pid"
+start_apiserver || {
+	stop
+	exit 2
+}
 
 cat >"$DIR/kubeconfig" <<EOF
 apiVersion: v1
@@ -130,14 +210,5 @@ contexts:
 current-context: e2e
 EOF
 
-ready() {
-	curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
-		"https://127.0.0.1:$API_PORT/readyz" | grep -qx ok
-}
-if ! wait_for 120 ready; then
-	tail -n 30 "$DIR/kube-apiserver.log" >&2
-	stop
-	die "kube-apiserver did not become ready within 120s (see $DIR/kube-apiserver.log)"
-fi
 echo "kube-apiserver ready on https://127.0.0.1:$API_PORT"
 echo "export KUBECONFIG=$DIR/kubeconfig"

@@ -15,6 +15,8 @@ use serde_json::{json, Map, Value};
 
 use crate::cluster::{LONGHORN_API_VERSION, LONGHORN_NAMESPACE};
 
+pub mod checks;
+
 /// Label key set to `"true"` on every synthetic object (the harness deletes by it).
 pub const LABEL: &str = "longhorn-guard-scale";
 /// Replicas per volume.

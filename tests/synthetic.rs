@@ -79,3 +79,56 @@ async fn a_volume_whose_only_healthy_replica_is_on_the_node_blocks_its_drain() {
     assert!(!allowed, "node 9 holds the last healthy replica of {victim}");
     assert!(message.contains(&victim), "{message}");
 }
+
+/// Runs `longhorn-guard check cluster --state` on the generator's snapshot (`gen_snapshot
+/// --snapshots`, the same writer): exit code and table.
+fn check_cluster_on(nodes: usize, volumes: usize, snapshots: usize) -> (i32, String) {
+    use longhorn_guard::synthetic::checks::{write_list, CheckObjects};
+    let s = Synthetic::new(nodes, volumes).unwrap();
+    let extra = CheckObjects::new(snapshots).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snapshot.json");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    write_list(&s, Some(&extra), &mut file).unwrap();
+    drop(file);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        .args(["check", "cluster", "--state"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn the_generated_snapshot_with_check_kinds_is_quiet_in_check_cluster() {
+    // 10 snapshots per volume, an available backup target, jobs covering every volume: only
+    // drain readiness speaks (3 nodes with attached volumes, the storage node free).
+    let (code, table) = check_cluster_on(4, 40, 400);
+    assert_eq!(code, 0, "{table}");
+    assert!(table.ends_with("check cluster: 0 errors, 3 warnings, 1 info (9 checks)\n"), "{table}");
+    for check in ["== backup-target", "== recurring-jobs", "== snapshot-retention", "== volume-health"] {
+        assert!(!table.contains(check), "{check}: {table}");
+    }
+    assert!(table.contains("scale-node-003: can be drained now"), "{table}");
+}
+
+#[test]
+fn the_generated_snapshots_are_counted_per_volume() {
+    // 1,000 snapshots over 4 volumes: 250 each, Longhorn's snapshot-max-count.
+    let (code, table) = check_cluster_on(3, 4, 1_000);
+    assert_eq!(code, 1, "{table}");
+    // Snapshot k of a volume holds 16 MiB x (1 + k mod 8).
+    let bytes: u64 = (0..250u64).map(|k| 16 * (1 + k % 8)).sum::<u64>() << 20;
+    let held = format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64);
+    for v in 0..4 {
+        let name = Synthetic::volume_name(v);
+        let line = format!(
+            "{:<8} {:<40} {name} has 250 snapshots (snapshot-max-count=250), holding {held}: at the limit: new snapshots and backups of it fail",
+            "error",
+            format!("volume/{name}")
+        );
+        assert!(table.contains(&line), "{line}\n{table}");
+    }
+    assert!(table.contains("check cluster: 4 errors,"), "{table}");
+}

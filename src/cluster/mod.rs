@@ -17,6 +17,7 @@ pub mod relist;
 pub mod snapshot;
 pub mod stats;
 pub mod watch;
+pub mod watched;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -52,6 +53,9 @@ pub struct Freshness {
     /// Objects (`kind/name`) the watches saw but could not read; while any is listed the view
     /// is not trusted for an allow.
     pub unreadable: Vec<String>,
+    /// Kinds whose watch failed (API server unreachable, `410 Gone`, ...) and has neither been
+    /// relisted nor delivered an event since: the view is stale whatever its age.
+    pub failing: Vec<&'static str>,
 }
 
 impl Freshness {
@@ -64,9 +68,12 @@ impl Freshness {
     }
 
     /// True when the data may be relied on for an allow at `now` given the bound `max_age`:
-    /// synced, every object readable, and every kind updated within `max_age`.
+    /// synced, every object readable, no watch failing, and every kind updated within `max_age`.
     pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
-        self.synced && self.unreadable.is_empty() && self.age(now).is_some_and(|a| a <= max_age)
+        self.synced
+            && self.unreadable.is_empty()
+            && self.failing.is_empty()
+            && self.age(now).is_some_and(|a| a <= max_age)
     }
 }
 
@@ -110,6 +117,8 @@ pub struct ClusterView {
     kind_updated: HashMap<ObjectKind, SystemTime>,
     /// Names of watched objects, by kind, that could not be read.
     unreadable: HashMap<ObjectKind, BTreeSet<String>>,
+    /// Kinds whose watch failed and that have neither been relisted nor had an event since.
+    failing: BTreeSet<ObjectKind>,
 }
 
 impl ClusterView {
@@ -139,6 +148,7 @@ impl ClusterView {
             synced: false,
             kind_updated: HashMap::new(),
             unreadable: HashMap::new(),
+            failing: BTreeSet::new(),
         }
     }
 
@@ -318,6 +328,20 @@ impl ClusterView {
         })
     }
 
+    /// Records that the watch of `kind` failed: until the kind is relisted
+    /// ([`ClusterView::replace_kind`]) or its resumed watch delivers an event
+    /// ([`ClusterView::note_watch_recovered`]) the view may lack events and is not fresh,
+    /// however recently it received data.
+    pub fn note_watch_failed(&mut self, kind: ObjectKind) {
+        self.failing.insert(kind);
+    }
+
+    /// Records that the watch of `kind` delivered an event after a failure: it resumed from
+    /// its resource version, so the stream is continuous and the kind current again.
+    pub fn note_watch_recovered(&mut self, kind: ObjectKind) {
+        self.failing.remove(&kind);
+    }
+
     /// Records that the view holds a complete initial list of every kind.
     pub fn mark_synced(&mut self, now: SystemTime) {
         self.synced = true;
@@ -383,7 +407,8 @@ impl ClusterView {
             .flat_map(|(k, names)| names.iter().map(move |n| format!("{}/{n}", k.display())))
             .collect();
         unreadable.sort();
-        Freshness { source: self.source.clone(), synced: self.synced, updated_at, unreadable }
+        let failing = self.failing.iter().map(|k| k.display()).collect();
+        Freshness { source: self.source.clone(), synced: self.synced, updated_at, unreadable, failing }
     }
 
     /// Core Node by name.

@@ -80,6 +80,7 @@ impl ClusterView {
             self.take(kind, Some(&ns), &name);
         }
         self.unreadable.remove(&kind);
+        self.failing.remove(&kind);
         for o in changed {
             self.put(o, now);
         }

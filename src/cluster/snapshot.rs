@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use super::{ClusterView, Object, Source};
 
+mod items;
+pub use items::{items_of, ItemsError};
+
 /// Why a snapshot could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -32,26 +35,29 @@ pub fn load(path: &Path) -> Result<ClusterView, SnapshotError> {
 
 /// Parses snapshot text (`path` only names the source in messages and the view).
 pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
-    let docs = parse_documents(text)
-        .map_err(|message| SnapshotError::Syntax { path: path.to_path_buf(), message })?;
-    let mut items = Vec::new();
-    for (d, doc) in docs.into_iter().enumerate() {
-        flatten(doc, &format!("document {}", d + 1), &mut items);
-    }
-    let mut objects = Vec::with_capacity(items.len());
-    for (label, item) in items {
-        match to_object(item, &label) {
-            Ok(Some(o)) => objects.push(o),
-            Ok(None) => {}
-            Err(message) => {
-                return Err(SnapshotError::Item { path: path.to_path_buf(), item: label, message })
-            }
+    let objects = items_of(text, Vec::new, |objects, label, item| {
+        if let Some(o) = to_object(item, &label)? {
+            objects.push(o);
         }
-    }
+        Ok(())
+    })
+    .map_err(|e| SnapshotError::from_items(path, e))?;
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     tracing::debug!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
     Ok(view)
+}
+
+impl SnapshotError {
+    /// The error for `path` when its items could not all be read.
+    pub fn from_items(path: &Path, e: ItemsError) -> Self {
+        match e {
+            ItemsError::Syntax(message) => Self::Syntax { path: path.to_path_buf(), message },
+            ItemsError::Item { label, message } => {
+                Self::Item { path: path.to_path_buf(), item: label, message }
+            }
+        }
+    }
 }
 
 /// Splits text into JSON values: one JSON document, or one or more YAML documents.
@@ -73,9 +79,11 @@ pub(crate) fn flatten(doc: Value, label: &str, out: &mut Vec<(String, Value)>) {
     let is_list = doc.get("items").is_some_and(Value::is_array)
         && doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
     if is_list {
-        if let Some(Value::Array(items)) = doc.get("items") {
-            for (i, item) in items.iter().enumerate() {
-                flatten(item.clone(), &format!("{label}, item {i}"), out);
+        if let Value::Object(mut map) = doc {
+            if let Some(Value::Array(items)) = map.remove("items") {
+                for (i, item) in items.into_iter().enumerate() {
+                    flatten(item, &format!("{label}, item {i}"), out);
+                }
             }
         }
     } else {

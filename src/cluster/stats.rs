@@ -55,11 +55,35 @@ impl ConfirmResult {
     }
 }
 
-/// API request and confirmation counters.
+/// Why a watch failed, as the `reason` label of `longhorn_guard_watch_errors_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchFault {
+    /// `410 Gone` ("too old resource version"): the API server no longer has the events
+    /// since the watch's resource version; the kind is relisted.
+    Gone,
+    /// Anything else: the API server unreachable, a closed connection, an error status.
+    Error,
+}
+
+impl WatchFault {
+    pub const ALL: [WatchFault; 2] = [Self::Gone, Self::Error];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gone => "gone",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// API request, watch error and confirmation counters.
 #[derive(Debug)]
 pub struct ApiStats {
     /// [kind (read-set order, then other)][verb] -> requests.
     requests: [[AtomicU64; VERBS.len()]; KINDS],
+    /// [kind (read-set order)][fault] -> failed watches.
+    watch_errors: [[AtomicU64; 2]; RESOURCES.len()],
     confirmations: [AtomicU64; 3],
     /// Non-cumulative counts per bucket, plus one for `+Inf`.
     durations: [AtomicU64; CONFIRMATION_BUCKETS.len() + 1],
@@ -84,6 +108,7 @@ impl ApiStats {
     pub const fn new() -> Self {
         Self {
             requests: [const { [const { AtomicU64::new(0) }; VERBS.len()] }; KINDS],
+            watch_errors: [const { [const { AtomicU64::new(0) }; 2] }; RESOURCES.len()],
             confirmations: [const { AtomicU64::new(0) }; 3],
             durations: [const { AtomicU64::new(0) }; CONFIRMATION_BUCKETS.len() + 1],
             duration_sum_micros: AtomicU64::new(0),
@@ -103,6 +128,18 @@ impl ApiStats {
         self.requests[k][verb as usize].load(Ordering::Relaxed)
     }
 
+    /// Counts one failed watch of `kind`.
+    pub fn watch_error(&self, kind: ObjectKind, fault: WatchFault) {
+        if let Some(row) = self.watch_errors.get(kind as usize) {
+            row[fault as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Failed watches counted so far for `kind` and `fault`.
+    pub fn watch_errors(&self, kind: ObjectKind, fault: WatchFault) -> u64 {
+        self.watch_errors.get(kind as usize).map_or(0, |row| row[fault as usize].load(Ordering::Relaxed))
+    }
+
     /// Records one finished confirmation and how long it took.
     pub fn confirmation(&self, result: ConfirmResult, took: Duration) {
         self.confirmations[result as usize].fetch_add(1, Ordering::Relaxed);
@@ -118,7 +155,7 @@ impl ApiStats {
         self.confirmations[result as usize].load(Ordering::Relaxed)
     }
 
-    /// Appends the three metric families in the Prometheus text format.
+    /// Appends the metric families in the Prometheus text format.
     pub fn render(&self, out: &mut String) {
         header(
             out,
@@ -135,6 +172,26 @@ impl ApiStats {
                         out,
                         "longhorn_guard_api_requests_total{{kind=\"{kind}\",verb=\"{}\"}} {n}",
                         VERBS[v]
+                    );
+                }
+            }
+        }
+
+        header(
+            out,
+            "longhorn_guard_watch_errors_total",
+            "counter",
+            "Failed watches by kind and reason (gone: 410 Gone, the kind is relisted; error: anything else). Each makes the view stale until the kind is relisted.",
+        );
+        for (k, row) in self.watch_errors.iter().enumerate() {
+            for fault in WatchFault::ALL {
+                let n = row[fault as usize].load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "longhorn_guard_watch_errors_total{{kind=\"{}\",reason=\"{}\"}} {n}",
+                        RESOURCES[k].kind.display(),
+                        fault.as_str()
                     );
                 }
             }

@@ -6,31 +6,51 @@
 //! applied in one step when it completes, so the view never shows half a list; the buffer
 //! keeps only the keys of objects the view already holds unchanged ([`Relist`]), so a relist
 //! never holds a second full copy of a kind. The view is marked synced once every kind
-//! finished its first list. Watch errors are logged and retried with the watcher's default
-//! backoff; while no data arrives the view's age keeps growing, which is how the policy tells
-//! stale from fresh.
+//! finished its first list.
+//!
+//! Watch faults. Any watch error (the API server unreachable, a dropped stream, `410 Gone`)
+//! marks its kind as failing, which makes the whole view stale at once: drain allows are then
+//! confirmed with consistent reads, whatever the view's age. The watcher retries after
+//! [`RETRY_MIN`], doubling up to [`RETRY_MAX`], and resumes from the resource version it had,
+//! so no event is lost: the API server replays what it missed, or answers `410 Gone` when it
+//! no longer has those events, and then the kind is listed again at once. The kind is current
+//! again at its next event (the resumed stream is continuous) or completed list. A resumed
+//! watch that stays quiet for [`RECHECK_AFTER`] gives no such proof, so the kind is then
+//! listed again. Errors are counted in `longhorn_guard_watch_errors_total` by kind and reason
+//! (`gone` for 410, `error` otherwise).
 
 use std::collections::BTreeSet;
-use std::time::SystemTime;
-
-use std::borrow::Cow;
+use std::time::{Duration, SystemTime};
 
 use futures::stream::BoxStream;
 use futures::{stream, StreamExt as _};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource};
-use kube::core::{DynamicResourceScope, GroupVersionKind};
+use kube::core::GroupVersionKind;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
+
+mod retry;
+
+use retry::Retry;
+pub use retry::{fault_of, retry_delay};
 
 use super::relist::Relist;
+use super::stats::{self, WatchFault};
+pub use super::watched::{Item, Lean, Watched};
 use super::{
-    Engine, InstanceManager, LonghornNode, Meta, Node, Object, ObjectKind, Pod, Replica, Setting, SharedView,
+    Engine, InstanceManager, LonghornNode, Node, Object, ObjectKind, Pod, Replica, Setting, SharedView,
     StorageClass, Volume,
 };
+
+/// First wait before a failed watch is retried.
+pub const RETRY_MIN: Duration = Duration::from_millis(500);
+/// Longest wait between attempts while the API server stays unreachable: short, because while
+/// a watch is down every drain allow costs a confirmation (several LISTs), more than a retry.
+pub const RETRY_MAX: Duration = Duration::from_secs(4);
+/// How long a kind may stay failing after its last error with no event before it is listed
+/// again; longer than [`RETRY_MAX`], so that while the API server is down the watcher keeps
+/// resuming (and meets the `410 Gone` the API server may answer once it is back).
+pub const RECHECK_AFTER: Duration = Duration::from_secs(6);
 
 /// One watched kind: what to ask the API server for and where.
 #[derive(Clone, Debug)]
@@ -56,159 +76,111 @@ pub fn targets() -> Vec<Target> {
         .collect()
 }
 
-/// A lean object type a watch parses straight from the API's JSON.
-pub trait Lean: DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + 'static {
-    fn meta_mut(&mut self) -> &mut Meta;
-    fn into_object(self) -> Object;
-}
-
-macro_rules! lean {
-    ($($t:ident),*) => {$(
-        impl Lean for $t {
-            fn meta_mut(&mut self) -> &mut Meta {
-                &mut self.metadata
-            }
-            fn into_object(self) -> Object {
-                Object::$t(Box::new(self))
-            }
-        }
-    )*};
-}
-lean!(Node, Pod, StorageClass, Volume, Replica, Engine, LonghornNode, Setting, InstanceManager);
-
-/// One watched object, parsed once from the API's JSON into its lean type `T`. The kube
-/// metadata keeps only what the watcher reads (name, namespace, resourceVersion). An object
-/// that does not fit the model keeps only its metadata and the parse error, so one odd
-/// object never fails its whole list.
-#[derive(Clone, Debug)]
-pub struct Watched<T> {
-    meta: ObjectMeta,
-    object: Result<T, String>,
-}
-
-/// What is read of an object that does not fit its model.
-#[derive(serde::Deserialize, Default)]
-#[serde(default)]
-struct MetaOnly {
-    metadata: Meta,
-}
-
-fn kube_meta(m: &mut Meta) -> ObjectMeta {
-    ObjectMeta {
-        name: m.name.as_deref().map(str::to_string),
-        namespace: m.namespace.as_deref().map(str::to_string),
-        resource_version: m.resource_version.take().map(String::from),
-        ..ObjectMeta::default()
-    }
-}
-
-/// Reads the object as raw JSON text first, so that an object that does not fit still yields
-/// its name. The API server writes a watch event's `type` before its `object` (Go struct field
-/// order), which lets serde hand the object over unbuffered; an event with `object` first
-/// cannot be read this way and fails the watch, which then retries and the view ages (allows
-/// are confirmed by reads meanwhile): never a silent allow.
-impl<'de, T: Lean> Deserialize<'de> for Watched<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw: Box<RawValue> = Deserialize::deserialize(d)?;
-        match serde_json::from_str::<T>(raw.get()) {
-            Ok(mut t) => Ok(Self { meta: kube_meta(t.meta_mut()), object: Ok(t) }),
-            Err(e) => {
-                let mut m: MetaOnly = serde_json::from_str(raw.get()).unwrap_or_default();
-                Ok(Self { meta: kube_meta(&mut m.metadata), object: Err(e.to_string()) })
-            }
-        }
-    }
-}
-
-impl<T> kube::Resource for Watched<T> {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
-
-/// A watched object reduced to what the view applies: its key and its lean object, or the
-/// reason it could not be read.
-#[derive(Debug)]
-struct Item {
-    namespace: Option<String>,
-    name: String,
-    object: Result<Object, String>,
-}
-
-impl<T: Lean> From<Watched<T>> for Item {
-    fn from(w: Watched<T>) -> Self {
-        Self {
-            namespace: w.meta.namespace,
-            name: w.meta.name.unwrap_or_default(),
-            object: w.object.map(Lean::into_object),
-        }
-    }
-}
-
 type KindEvents = BoxStream<'static, (ObjectKind, Result<Event<Item>, watcher::Error>)>;
 
-/// The event stream of one kind, each object parsed once into the lean type `T`.
-fn watch_kind<T: Lean>(client: &kube::Client, t: &Target) -> KindEvents {
-    let api: Api<Watched<T>> = match t.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
-        None => Api::all_with(client.clone(), &t.resource),
-    };
-    let kind = t.kind;
-    watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .map(move |ev| {
-            let ev = ev.map(|e| match e {
-                Event::Init => Event::Init,
-                Event::InitApply(o) => Event::InitApply(Item::from(o)),
-                Event::InitDone => Event::InitDone,
-                Event::Apply(o) => Event::Apply(Item::from(o)),
-                Event::Delete(o) => Event::Delete(Item::from(o)),
+/// The events of one kind's watcher. After an error, an event, a started list or
+/// `recheck_after` ([`RECHECK_AFTER`]) with neither ends the failing spell; in the last case the
+/// watcher is started over, so the kind is listed again. A `410 Gone` starts it over at once.
+/// Each object is parsed once into the lean type `T`.
+fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: Duration) -> KindEvents {
+    struct State<T: Lean> {
+        api: Api<Watched<T>>,
+        inner: Option<BoxStream<'static, Result<Event<Item>, watcher::Error>>>,
+        /// When the last error of a failing spell arrived.
+        failed_at: Option<tokio::time::Instant>,
+        /// When a `410 Gone` last restarted the watcher at once.
+        gone_at: Option<tokio::time::Instant>,
+    }
+    let start = State { api, inner: None, failed_at: None, gone_at: None };
+    stream::unfold(start, move |mut st| async move {
+        loop {
+            let api = st.api.clone();
+            let inner = st.inner.get_or_insert_with(|| {
+                watcher::watcher(api, watcher::Config::default())
+                    .backoff(Retry::default())
+                    .map(|ev| {
+                        ev.map(|e| match e {
+                            Event::Init => Event::Init,
+                            Event::InitApply(o) => Event::InitApply(Item::from(o)),
+                            Event::InitDone => Event::InitDone,
+                            Event::Apply(o) => Event::Apply(Item::from(o)),
+                            Event::Delete(o) => Event::Delete(Item::from(o)),
+                        })
+                    })
+                    .boxed()
             });
-            (kind, ev)
-        })
-        .boxed()
+            let next = match st.failed_at {
+                None => inner.next().await,
+                Some(at) => match tokio::time::timeout_at(at + recheck_after, inner.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        tracing::info!(
+                            kind = kind.display(),
+                            "watch resumed with no event since its error; listing the kind again"
+                        );
+                        st.inner = None;
+                        st.failed_at = None;
+                        continue;
+                    }
+                },
+            };
+            match next {
+                Some(Ok(event)) => {
+                    st.failed_at = None;
+                    return Some(((kind, Ok(event)), st));
+                }
+                Some(Err(e)) => {
+                    let now = tokio::time::Instant::now();
+                    st.failed_at = Some(now);
+                    // The API server answered: list again at once rather than after the
+                    // backoff, unless 410s repeat (then the backoff paces the lists).
+                    let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
+                    if fault_of(&e) == WatchFault::Gone && !recent {
+                        st.inner = None;
+                        st.gone_at = Some(now);
+                    }
+                    return Some(((kind, Err(e)), st));
+                }
+                // A watcher stream does not end; if it did, start it over.
+                None => st.inner = None,
+            }
+        }
+    })
+    .boxed()
 }
 
-fn stream_for(client: &kube::Client, t: &Target) -> KindEvents {
+/// One kind's events, parsed into its lean type.
+fn stream_for(client: &kube::Client, t: &Target, recheck_after: Duration) -> KindEvents {
+    fn api<T: Lean>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
+        match t.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
+            None => Api::all_with(client.clone(), &t.resource),
+        }
+    }
+    let (k, r) = (t.kind, recheck_after);
     match t.kind {
-        ObjectKind::Node => watch_kind::<Node>(client, t),
-        ObjectKind::Pod => watch_kind::<Pod>(client, t),
-        ObjectKind::StorageClass => watch_kind::<StorageClass>(client, t),
-        ObjectKind::Volume => watch_kind::<Volume>(client, t),
-        ObjectKind::Replica => watch_kind::<Replica>(client, t),
-        ObjectKind::Engine => watch_kind::<Engine>(client, t),
-        ObjectKind::LonghornNode => watch_kind::<LonghornNode>(client, t),
-        ObjectKind::Setting => watch_kind::<Setting>(client, t),
-        ObjectKind::InstanceManager => watch_kind::<InstanceManager>(client, t),
+        ObjectKind::Node => kind_events(api::<Node>(client, t), k, r),
+        ObjectKind::Pod => kind_events(api::<Pod>(client, t), k, r),
+        ObjectKind::StorageClass => kind_events(api::<StorageClass>(client, t), k, r),
+        ObjectKind::Volume => kind_events(api::<Volume>(client, t), k, r),
+        ObjectKind::Replica => kind_events(api::<Replica>(client, t), k, r),
+        ObjectKind::Engine => kind_events(api::<Engine>(client, t), k, r),
+        ObjectKind::LonghornNode => kind_events(api::<LonghornNode>(client, t), k, r),
+        ObjectKind::Setting => kind_events(api::<Setting>(client, t), k, r),
+        ObjectKind::InstanceManager => kind_events(api::<InstanceManager>(client, t), k, r),
     }
 }
 
 /// Runs every watch until the task is dropped, applying events to `view`.
 pub async fn run(client: kube::Client, view: SharedView) {
+    run_with(client, view, RECHECK_AFTER).await
+}
+
+/// [`run`] with another bound than [`RECHECK_AFTER`] for a quiet resumed watch (tests).
+pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Duration) {
     let all = targets();
     let total = all.len();
-    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t)));
+    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, recheck_after)));
     // Per kind being (re)listed: the listed keys and changed objects, and the unreadable names.
     let mut pending: std::collections::HashMap<ObjectKind, (Relist, Vec<String>)> = Default::default();
     let mut listed: BTreeSet<ObjectKind> = BTreeSet::new();
@@ -216,11 +188,21 @@ pub async fn run(client: kube::Client, view: SharedView) {
         let event = match event {
             Ok(e) => e,
             Err(e) => {
-                tracing::warn!(
-                    kind = kind.display(),
-                    error = %e,
-                    "watch failed; retrying with backoff (the cluster view ages until it recovers)"
-                );
+                let fault = fault_of(&e);
+                stats::global().watch_error(kind, fault);
+                view.update(|v| v.note_watch_failed(kind));
+                match fault {
+                    WatchFault::Gone => tracing::warn!(
+                        kind = kind.display(),
+                        error = %e,
+                        "watch expired (410 Gone): listing the kind again; the view is stale until then"
+                    ),
+                    WatchFault::Error => tracing::warn!(
+                        kind = kind.display(),
+                        error = %e,
+                        "watch failed; retrying, the view is stale until the kind is current again"
+                    ),
+                }
                 continue;
             }
         };
@@ -241,7 +223,7 @@ pub async fn run(client: kube::Client, view: SharedView) {
                 let (n, changed) = (relist.keep.len(), relist.changed.len());
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
-                view.update(|v| {
+                let still_failing = view.update(|v| {
                     v.apply_relist(kind, relist, now);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
@@ -249,24 +231,42 @@ pub async fn run(client: kube::Client, view: SharedView) {
                     if first && all_listed {
                         v.mark_synced(now);
                     }
+                    v.freshness().failing.len()
                 });
-                tracing::info!(kind = kind.display(), objects = n, changed, "listed");
+                if first {
+                    tracing::info!(kind = kind.display(), objects = n, changed, "listed");
+                } else {
+                    tracing::info!(
+                        kind = kind.display(),
+                        objects = n,
+                        changed,
+                        failing = still_failing,
+                        "relisted"
+                    );
+                }
                 if first && all_listed {
                     tracing::info!("cluster view synced: every watched kind is listed");
                 }
             }
+            // An event on a resumed watch: the stream is continuous from the resource version
+            // the watch had, so the kind is current again.
             Event::Apply(item) => match readable(kind, item) {
-                Ok(obj) => view.update(|v| v.upsert(obj, now)),
+                Ok(obj) => view.update(|v| {
+                    v.upsert(obj, now);
+                    v.note_watch_recovered(kind);
+                }),
                 // Keep the last readable version; allows are confirmed until this clears.
                 Err(name) => view.update(|v| {
                     v.note_unreadable(kind, &name);
                     v.touch_kind(kind, now);
+                    v.note_watch_recovered(kind);
                 }),
             },
             Event::Delete(item) => {
                 view.update(|v| {
                     v.remove(kind, item.namespace.as_deref(), &item.name);
                     v.touch_kind(kind, now);
+                    v.note_watch_recovered(kind);
                 });
             }
         }
@@ -394,5 +394,32 @@ mod tests {
         let kinds: BTreeSet<ObjectKind> = targets().iter().map(|t| t.kind).collect();
         assert_eq!(kinds.len(), targets().len());
         assert_eq!(kinds.len(), ClusterView::new(Source::Watch).counts().len());
+    }
+
+    #[test]
+    fn a_failed_watch_makes_the_view_stale_until_its_kind_is_relisted() {
+        let now = SystemTime::now();
+        let bound = Duration::from_secs(5);
+        let mut v = ClusterView::new(Source::Watch);
+        for kind in ObjectKind::ALL {
+            v.replace_kind(kind, Vec::new(), now);
+        }
+        v.mark_synced(now);
+        assert!(v.freshness().is_fresh(now, bound));
+        v.note_watch_failed(ObjectKind::Replica);
+        v.note_watch_failed(ObjectKind::Node);
+        let f = v.freshness();
+        assert_eq!(f.failing, ["nodes", "replicas.longhorn.io"]);
+        assert_eq!(f.age(now), Some(Duration::ZERO), "data just arrived, yet:");
+        assert!(!f.is_fresh(now, bound));
+        // Data through other paths (confirmation reads, snapshots) does not clear it.
+        v.upsert(replica("r1", "n1"), now);
+        v.touch(now);
+        assert!(!v.freshness().is_fresh(now, bound));
+        // A completed relist does; so does an event on the resumed watch.
+        v.replace_kind(ObjectKind::Replica, vec![replica("r1", "n1")], now);
+        assert_eq!(v.freshness().failing, ["nodes"]);
+        v.note_watch_recovered(ObjectKind::Node);
+        assert!(v.freshness().is_fresh(now, bound));
     }
 }

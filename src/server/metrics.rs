@@ -312,6 +312,14 @@ fn render_view_gauges(out: &mut String, gauges: &ViewGauges) {
         let _ = writeln!(out, "longhorn_guard_cluster_view_age_seconds {}", age.as_secs_f64());
     }
 
+    header(
+        out,
+        "longhorn_guard_cluster_view_failing_watches",
+        "gauge",
+        "Kinds whose watch failed and is not relisted yet; above 0 the view is stale and drain allows are confirmed with the API server.",
+    );
+    let _ = writeln!(out, "longhorn_guard_cluster_view_failing_watches {}", fresh.failing.len());
+
     header(out, "longhorn_guard_cluster_view_objects", "gauge", "Objects in the cluster view, by kind.");
     for &(kind, n) in &gauges.counts {
         let _ = writeln!(out, "longhorn_guard_cluster_view_objects{{kind=\"{}\"}} {n}", kind_label(kind));

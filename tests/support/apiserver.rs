@@ -9,7 +9,6 @@ use std::time::Duration;
 use axum::body::Bytes;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use longhorn_guard::tls::{ReloadingCert, TlsFiles};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
@@ -52,15 +51,7 @@ impl FakeApi {
     /// Serves `items` (objects with apiVersion and kind); each answer is held for `hold` so that
     /// concurrent requests overlap and the in-flight count shows the client's concurrency.
     pub async fn start(items: Vec<Value>, hold: Duration) -> Self {
-        super::install_provider();
-        let certs = tempfile::tempdir().unwrap();
-        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
-        let cert = Arc::new(
-            ReloadingCert::load(TlsFiles::in_dir(certs.path()), longhorn_guard::tls::provider()).unwrap(),
-        );
-        let acceptor =
-            tokio_rustls::TlsAcceptor::from(Arc::new(longhorn_guard::tls::server_config(cert).unwrap()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (certs, acceptor, listener) = super::tls_listener().await;
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
         let items = Arc::new(items);
@@ -134,7 +125,24 @@ async fn answer(
         .unwrap()
 }
 
-fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
+/// A collection path: `apiVersion`, namespace (`None` when cluster-wide) and `kind` of its items.
+pub struct Collection {
+    pub api: String,
+    pub namespace: Option<String>,
+    pub kind: &'static str,
+}
+
+impl Collection {
+    /// True when `o` (an object with apiVersion, kind and metadata) belongs to this collection.
+    pub fn holds(&self, o: &Value) -> bool {
+        o["apiVersion"] == self.api.as_str()
+            && o["kind"] == self.kind
+            && self.namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns)
+    }
+}
+
+/// Reads a collection path of the kinds the cluster view holds.
+pub fn collection(path: &str) -> Result<Collection, String> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (api, rest) = match segments.as_slice() {
         ["api", v, rest @ ..] => (v.to_string(), rest),
@@ -142,7 +150,7 @@ fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
         _ => return Err(format!("unexpected path {path}")),
     };
     let (namespace, plural) = match rest {
-        ["namespaces", ns, plural] => (Some(*ns), *plural),
+        ["namespaces", ns, plural] => (Some(ns.to_string()), *plural),
         [plural] => (None, *plural),
         _ => return Err(format!("not a collection: {path}")),
     };
@@ -155,8 +163,17 @@ fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
         ("longhorn.io/v1beta2", "volumes") => "Volume",
         ("longhorn.io/v1beta2", "settings") => "Setting",
         ("longhorn.io/v1beta2", "instancemanagers") => "InstanceManager",
+        ("storage.k8s.io/v1", "storageclasses") => "StorageClass",
         _ => return Err(format!("unexpected resource {path}")),
     };
+    Ok(Collection { api, namespace, kind })
+}
+
+/// A LIST answer (resourceVersion `999`) from `items`, narrowed by the query's label and
+/// `metadata.name` field selectors; a `resourceVersion` in the query is an error (confirmation
+/// reads must be consistent reads).
+pub fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
+    let c = collection(path)?;
     let mut labels = Vec::new();
     let mut fields = Vec::new();
     for kv in query.split('&').filter(|s| !s.is_empty()) {
@@ -174,8 +191,7 @@ fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
         labels.into_iter().map(|(k, vals)| (k, vals.into_iter().collect())).collect();
     let selected: Vec<Value> = items
         .iter()
-        .filter(|o| o["apiVersion"] == api.as_str() && o["kind"] == kind)
-        .filter(|o| namespace.is_none_or(|ns| o["metadata"]["namespace"] == ns))
+        .filter(|o| c.holds(o))
         .filter(|o| {
             labels
                 .iter()
@@ -189,7 +205,7 @@ fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
         .cloned()
         .collect();
     Ok(
-        json!({"apiVersion": api, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "999"}, "items": selected}),
+        json!({"apiVersion": c.api, "kind": format!("{}List", c.kind), "metadata": {"resourceVersion": "999"}, "items": selected}),
     )
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod watchapi;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -70,14 +71,45 @@ impl TestServer {
 
     /// Serves `tls` (CA at `certs/ca.crt`) against the three-node snapshot.
     pub async fn start_with(certs: tempfile::TempDir, tls: TlsFiles, limits: Limits) -> Self {
-        install_provider();
         let view = SharedView::new(snapshot::load(Path::new(SNAPSHOT)).unwrap());
         let admitter = Admitter::new(view, Arc::new(Policy::default()), None);
+        Self::serve(certs, tls, admitter, limits).await
+    }
+
+    /// Serves `admitter` with fresh certificates and [`test_limits`].
+    pub async fn with_admitter(admitter: Admitter) -> Self {
+        let certs = tempfile::tempdir().unwrap();
+        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+        let tls = TlsFiles::in_dir(certs.path());
+        Self::serve(certs, tls, admitter, test_limits()).await
+    }
+
+    async fn serve(certs: tempfile::TempDir, tls: TlsFiles, admitter: Admitter, limits: Limits) -> Self {
+        install_provider();
         let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), tls, admitter, limits };
         let (addr, handle) = Server::bind(config).await.unwrap();
         let client = client_config(&certs.path().join("ca.crt"));
         Self { addr, handle, certs, client }
     }
+}
+
+/// For a stand-in API server: fresh certificates in a tempdir (CA at `ca.crt`), a TLS acceptor
+/// serving them, and a listener on 127.0.0.1:0.
+pub async fn tls_listener() -> (tempfile::TempDir, tokio_rustls::TlsAcceptor, tokio::net::TcpListener) {
+    install_provider();
+    let certs = tempfile::tempdir().unwrap();
+    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    let cert = Arc::new(
+        longhorn_guard::tls::ReloadingCert::load(
+            TlsFiles::in_dir(certs.path()),
+            longhorn_guard::tls::provider(),
+        )
+        .unwrap(),
+    );
+    let acceptor =
+        tokio_rustls::TlsAcceptor::from(Arc::new(longhorn_guard::tls::server_config(cert).unwrap()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    (certs, acceptor, listener)
 }
 
 /// A rustls client configuration trusting only the CA in `ca_pem`.
@@ -216,4 +248,14 @@ pub fn test_limits() -> Limits {
         shutdown_delay: Duration::ZERO,
         ..Limits::default()
     }
+}
+
+/// The captured eviction AdmissionReview (`eviction-create.json`) for pod `name` in
+/// longhorn-system, with a uid of its own.
+pub fn eviction_of(name: &str) -> Vec<u8> {
+    let mut review: serde_json::Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
+    review["request"]["name"] = serde_json::Value::from(name);
+    review["request"]["object"]["metadata"]["name"] = serde_json::Value::from(name);
+    review["request"]["uid"] = serde_json::Value::from(format!("eviction-{name}"));
+    serde_json::to_vec(&review).unwrap()
 }

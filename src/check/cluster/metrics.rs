@@ -12,7 +12,7 @@ use super::{Check, Inventory, Report, Severity};
 use crate::cluster::{ClusterView, SharedView};
 use crate::policy::Policy;
 
-/// The metric names this module exports (docs/check-cluster.md#metrics).
+/// The metric names this module exports (docs/install.md#monitoring-opt-in).
 pub const NAMES: [&str; 5] = [
     "longhorn_guard_findings",
     "longhorn_guard_node_drain_ready",

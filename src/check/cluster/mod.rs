@@ -22,7 +22,7 @@ pub use finding::{Check, Finding, Severity};
 pub use inventory::Inventory;
 
 use super::CheckOutput;
-use crate::cluster::snapshot::{flatten, parse_documents, SnapshotError};
+use crate::cluster::snapshot::{items_of, SnapshotError};
 use crate::cluster::{ClusterView, Object, Source};
 use crate::policy::Policy;
 
@@ -125,28 +125,23 @@ pub enum LoadError {
     Live(String),
 }
 
-/// Reads a snapshot file into the inventory and the drain view, parsing it once.
+/// Reads a snapshot file into the inventory and the drain view, item by item (a JSON List is
+/// streamed: see [`crate::cluster::snapshot::items_of`]).
 pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
-    let docs = parse_documents(&text)
-        .map_err(|message| SnapshotError::Syntax { path: path.to_path_buf(), message })?;
-    drop(text);
-    let mut items = Vec::new();
-    for (d, doc) in docs.into_iter().enumerate() {
-        flatten(doc, &format!("document {}", d + 1), &mut items);
-    }
-    let mut inv = Inventory::default();
-    let mut objects: Vec<Object> = Vec::with_capacity(items.len());
-    for (label, item) in items {
-        match inv.ingest(item) {
-            Ok(Some(o)) => objects.push(o),
-            Ok(None) => {}
-            Err(message) => {
-                return Err(SnapshotError::Item { path: path.to_path_buf(), item: label, message }.into())
+    let (inv, objects) = items_of(
+        &text,
+        || (Inventory::default(), Vec::new()),
+        |(inv, objects): &mut (Inventory, Vec<Object>), _label, item| {
+            if let Some(o) = inv.ingest(item)? {
+                objects.push(o);
             }
-        }
-    }
+            Ok(())
+        },
+    )
+    .map_err(|e| SnapshotError::from_items(path, e))?;
+    drop(text);
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     Ok((inv, view))

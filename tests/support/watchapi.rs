@@ -1,0 +1,220 @@
+//! A stand-in Kubernetes API server with watches, over real TLS on 127.0.0.1:0, that can be
+//! stopped and started again like a crashing kube-apiserver: LISTs (label and name selectors,
+//! as [`super::apiserver`] answers them) carry the current resource version; WATCH streams
+//! carry MODIFIED events of [`WatchApi::modify`]; a watch from a resource version older than
+//! the last [`WatchApi::start_again`] with `expire` gets the `410 Gone` ERROR event a real API
+//! server sends after etcd compaction.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use futures::StreamExt as _;
+use http_body_util::{combinators::BoxBody, BodyExt as _, Full, StreamBody};
+use hyper::body::Frame;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, watch};
+
+use super::apiserver::{collection, list};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+struct Shared {
+    items: Mutex<Vec<Value>>,
+    /// The resource version of the last change.
+    rv: AtomicU64,
+    /// Watches from a resource version below this are answered `410 Gone`.
+    expired_below: AtomicU64,
+    /// Serving (true) or stopped (false).
+    up: watch::Sender<bool>,
+    /// Every change as a watch event line (`{"type": "MODIFIED", "object": ...}`).
+    events: broadcast::Sender<Value>,
+    /// Every request as `path?query`, in arrival order.
+    requests: Mutex<Vec<String>>,
+}
+
+/// A running stand-in; the task ends when it is dropped.
+pub struct WatchApi {
+    pub addr: std::net::SocketAddr,
+    /// Holds the CA and serving pair.
+    pub certs: tempfile::TempDir,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for WatchApi {
+    fn drop(&mut self) {
+        self.shared.up.send_replace(false);
+        self.task.abort();
+    }
+}
+
+impl WatchApi {
+    /// Serves `items` (objects with apiVersion, kind and metadata) at resource version 1.
+    pub async fn start(items: Vec<Value>) -> Self {
+        let (certs, acceptor, listener) = super::tls_listener().await;
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
+            items: Mutex::new(items),
+            rv: AtomicU64::new(1),
+            expired_below: AtomicU64::new(0),
+            up: watch::Sender::new(true),
+            events: broadcast::Sender::new(1024),
+            requests: Mutex::new(Vec::new()),
+        });
+        let task = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                while let Ok((tcp, _)) = listener.accept().await {
+                    // Stopped: the connection is closed at once, as a refused one would fail.
+                    if !*shared.up.borrow() {
+                        drop(tcp);
+                        continue;
+                    }
+                    let (acceptor, shared) = (acceptor.clone(), shared.clone());
+                    tokio::spawn(async move {
+                        let mut down = shared.up.subscribe();
+                        let Ok(tls) = acceptor.accept(tcp).await else { return };
+                        let svc = {
+                            let shared = shared.clone();
+                            hyper::service::service_fn(move |req| answer(shared.clone(), req))
+                        };
+                        let conn = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), svc);
+                        // A stop drops every open connection, watches included.
+                        tokio::select! {
+                            _ = conn => {}
+                            _ = down.wait_for(|up| !*up) => {}
+                        }
+                    });
+                }
+            })
+        };
+        Self { addr, certs, shared, task }
+    }
+
+    /// A counting client (as `serve` builds it) trusting only this server's CA.
+    pub fn client(&self) -> kube::Client {
+        let mut config =
+            kube::Config::new(format!("https://127.0.0.1:{}", self.addr.port()).parse().unwrap());
+        config.root_cert = Some(vec![super::pem_cert(&self.certs.path().join("ca.crt")).to_vec()]);
+        longhorn_guard::cluster::client::build(config).unwrap()
+    }
+
+    /// Every request so far as `path?query`.
+    pub fn requests(&self) -> Vec<String> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// Stops serving: open connections are dropped, new ones closed at once.
+    pub fn stop(&self) {
+        self.shared.up.send_replace(false);
+    }
+
+    /// Serves again. With `expire`, every resource version handed out so far is too old to
+    /// watch from (etcd compacted while the API server was down).
+    pub fn start_again(&self, expire: bool) {
+        if expire {
+            let rv = self.shared.rv.fetch_add(1, Ordering::SeqCst) + 1;
+            self.shared.expired_below.store(rv, Ordering::SeqCst);
+        }
+        self.shared.up.send_replace(true);
+    }
+
+    /// Replaces the object with `o`'s apiVersion, kind, namespace and name (adds it when
+    /// absent) at a new resource version, and sends a MODIFIED event to open watches.
+    pub fn modify(&self, mut o: Value) {
+        let rv = self.shared.rv.fetch_add(1, Ordering::SeqCst) + 1;
+        o["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let same = |a: &Value| {
+            ["apiVersion", "kind"].iter().all(|k| a[k] == o[k])
+                && a["metadata"]["namespace"] == o["metadata"]["namespace"]
+                && a["metadata"]["name"] == o["metadata"]["name"]
+        };
+        {
+            let mut items = self.shared.items.lock().unwrap();
+            match items.iter_mut().find(|a| same(a)) {
+                Some(slot) => *slot = o.clone(),
+                None => items.push(o.clone()),
+            }
+        }
+        let _ = self.shared.events.send(json!({"type": "MODIFIED", "object": o}));
+    }
+}
+
+fn reply(status: u16, body: Body) -> hyper::Response<Body> {
+    hyper::Response::builder().status(status).header("content-type", "application/json").body(body).unwrap()
+}
+
+fn json_body(v: &Value) -> Body {
+    Full::new(Bytes::from(v.to_string())).boxed()
+}
+
+async fn answer(
+    shared: Arc<Shared>,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or("").to_string();
+    // Subscribed before the request is recorded: a test that saw a watch request arrive may
+    // change an object at once and count on the event.
+    let subscription = shared.events.subscribe();
+    shared.requests.lock().unwrap().push(format!("{path}?{query}"));
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .map(str::to_string)
+    };
+    let status = |code: u16, reason: &str, message: String| json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code});
+    let c = match collection(&path) {
+        Ok(c) => c,
+        Err(e) => return Ok(reply(404, json_body(&status(404, "NotFound", e)))),
+    };
+    if matches!(param("watch").as_deref(), Some("true" | "1")) {
+        let from: u64 = param("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let expired_below = shared.expired_below.load(Ordering::SeqCst);
+        if from < expired_below {
+            let message = format!("too old resource version: {from} ({})", expired_below - 1);
+            let line = event_line(&json!({"type": "ERROR", "object": status(410, "Expired", message)}));
+            let once = futures::stream::iter([Ok::<_, Infallible>(Frame::data(Bytes::from(line)))]);
+            return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(once))));
+        }
+        let events = tokio_stream_of(subscription).filter_map(move |ev| {
+            let keep = c.holds(&ev["object"]);
+            async move { keep.then(|| Ok(Frame::data(Bytes::from(event_line(&ev))))) }
+        });
+        return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(events))));
+    }
+    // The watcher's LIST asks for `resourceVersion=0` (any version); answer at the current one.
+    let plain: Vec<&str> = query.split('&').filter(|kv| !kv.starts_with("resourceVersion")).collect();
+    let items = shared.items.lock().unwrap().clone();
+    Ok(match list(&items, &path, &plain.join("&")) {
+        Ok(mut body) => {
+            body["metadata"]["resourceVersion"] = json!(shared.rv.load(Ordering::SeqCst).to_string());
+            reply(200, json_body(&body))
+        }
+        Err(e) => reply(400, json_body(&status(400, "BadRequest", e))),
+    })
+}
+
+/// The values of a broadcast receiver as a stream (lagged values are skipped).
+fn tokio_stream_of(rx: broadcast::Receiver<Value>) -> impl futures::Stream<Item = Value> + Send {
+    futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(v) => return Some((v, rx)),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
+/// One watch event line as the API server writes it: `type` before `object` (the field order
+/// of Go's `metav1.WatchEvent`; `serde_json`'s map would sort `object` first).
+fn event_line(ev: &Value) -> String {
+    format!("{{\"type\":{},\"object\":{}}}\n", ev["type"], ev["object"])
+}
