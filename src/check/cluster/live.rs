@@ -19,6 +19,9 @@ use crate::cluster::{
 pub const PAGE: u32 = 500;
 /// Kinds listed at once.
 const IN_FLIGHT: usize = 4;
+/// `serve`'s periodic refresh is in no hurry: one kind at a time, smaller pages, so the
+/// memory a refresh borrows (a page of parsed JSON per kind in flight) stays a few MiB.
+const REFRESH_PAGE: u32 = 200;
 
 /// One kind to list: its URL path, the `apiVersion`/`kind` of its items, a label selector,
 /// and whether a missing resource (an older Longhorn without that CRD) is tolerated.
@@ -103,7 +106,7 @@ pub async fn read() -> Result<(Inventory, ClusterView), String> {
 /// [`read`] with a given client.
 pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView), String> {
     let objects: Mutex<Vec<Object>> = Mutex::new(Vec::new());
-    let inv = read_into(client, Some(&objects)).await?;
+    let inv = read_into(client, Some(&objects), PAGE, IN_FLIGHT).await?;
     let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
     Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
 }
@@ -111,17 +114,22 @@ pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView)
 /// Only the [`Inventory`]: what `serve` reads on each refresh, next to the view its watches
 /// keep (so the drain kinds are never held twice).
 pub async fn read_inventory(client: &kube::Client) -> Result<Inventory, String> {
-    read_into(client, None).await
+    read_into(client, None, REFRESH_PAGE, 1).await
 }
 
 /// Lists every kind, folding pages into the inventory; view objects go to `objects` if given.
-async fn read_into(client: &kube::Client, objects: Option<&Mutex<Vec<Object>>>) -> Result<Inventory, String> {
+async fn read_into(
+    client: &kube::Client,
+    objects: Option<&Mutex<Vec<Object>>>,
+    page: u32,
+    in_flight: usize,
+) -> Result<Inventory, String> {
     let inv = Mutex::new(Inventory::default());
     // Without a view to fill, only the kinds the inventory keeps are read.
     let reads = reads().into_iter().filter(|r| objects.is_some() || r.inventory);
     stream::iter(reads)
-        .map(|r| list_kind(client, r, &inv, objects))
-        .buffer_unordered(IN_FLIGHT)
+        .map(|r| list_kind(client, r, &inv, objects, page))
+        .buffer_unordered(in_flight)
         .try_collect::<Vec<()>>()
         .await?;
     Ok(inv.into_inner().unwrap_or_else(|p| p.into_inner()))
@@ -132,10 +140,11 @@ async fn list_kind(
     r: Read,
     inv: &Mutex<Inventory>,
     objects: Option<&Mutex<Vec<Object>>>,
+    page: u32,
 ) -> Result<(), String> {
     let mut token: Option<String> = None;
     loop {
-        let mut lp = ListParams::default().limit(PAGE);
+        let mut lp = ListParams::default().limit(page);
         if let Some(l) = &r.labels {
             lp = lp.labels(l);
         }
