@@ -1,0 +1,169 @@
+//! Rebuilds as the drain analysis sees them: progress, when one stalled, and whether the
+//! replica came up without the storage network; times and durations as messages print them.
+
+use std::time::{Duration, SystemTime};
+
+use crate::cluster::{ClusterView, Engine, Replica, Source};
+use crate::policy::Policy;
+
+use super::StalledRebuild;
+use crate::cluster::readset::STORAGE_NETWORK_SETTING;
+
+/// What a rebuild of one replica looks like.
+#[derive(Clone, Debug)]
+pub(super) struct Rebuild {
+    pub(super) progress: i64,
+    pub(super) stalled_since: Option<SystemTime>,
+    /// The storage network is set but the replica's storage IP is its pod IP.
+    pub(super) no_storage_network: bool,
+}
+
+/// The address an engine uses for a replica (`ip:port`).
+pub(super) fn replica_address(engine: &Engine, r: &Replica) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(name) = r.metadata.name.as_deref() {
+        if let Some(a) = engine.status.current_replica_address_map.get(name) {
+            out.push(a.trim_start_matches("tcp://").to_string());
+        }
+    }
+    if r.status.port > 0 {
+        for ip in [&r.status.storage_ip, &r.status.ip] {
+            if !ip.is_empty() {
+                out.push(format!("{ip}:{}", r.status.port));
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
+    s.parse::<jiff::Timestamp>().ok().map(SystemTime::from)
+}
+
+/// A coarse duration for messages: `45s`, `37m`, `5h`, `3d` (rounded down).
+pub fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// How long before `now` a time was (zero when it is in the future).
+pub(super) fn age(now: SystemTime, t: SystemTime) -> Duration {
+    now.duration_since(t).unwrap_or(Duration::ZERO)
+}
+
+/// Formats a time as RFC 3339 UTC to the second.
+pub fn format_time(t: SystemTime) -> String {
+    match jiff::Timestamp::try_from(t) {
+        Ok(ts) => ts.round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_else(|_| ts.to_string()),
+        Err(_) => "an unknown time".to_string(),
+    }
+}
+
+/// Since when a rebuild has not progressed, if that is longer than `stall_after`.
+/// Watch views date each progress value as they see it change; for progress 0 the time the
+/// replica entered `WO` (the engine's `replicaTransitionTimeMap`) bounds it too, which is
+/// all a snapshot has.
+pub(super) fn stall_since(
+    view: &ClusterView,
+    engine: &Engine,
+    address_key: &str,
+    replica: Option<&str>,
+    progress: i64,
+    stall_after: Duration,
+    now: SystemTime,
+) -> Option<SystemTime> {
+    let mut since: Option<SystemTime> = None;
+    if view.freshness().source == Source::Watch {
+        if let Some(mark) = view.rebuild_mark(engine.metadata.name.as_deref().unwrap_or(""), address_key) {
+            if mark.progress == progress {
+                since = Some(mark.since);
+            }
+        }
+    }
+    if progress == 0 {
+        if let Some(name) = replica {
+            let in_wo = engine.status.replica_mode_map.get(name).is_some_and(|m| m == "WO");
+            if in_wo {
+                if let Some(t) =
+                    engine.status.replica_transition_time_map.get(name).and_then(|s| parse_time(s))
+                {
+                    since = Some(since.map_or(t, |s| s.min(t)));
+                }
+            }
+        }
+    }
+    let since = since?;
+    let age = now.duration_since(since).unwrap_or(Duration::ZERO);
+    (age > stall_after).then_some(since)
+}
+
+pub(super) fn rebuild_of(
+    view: &ClusterView,
+    engine: &Engine,
+    r: &Replica,
+    policy: &Policy,
+    now: SystemTime,
+) -> Option<Rebuild> {
+    let addrs = replica_address(engine, r);
+    let (key, rs) = engine
+        .status
+        .rebuild_status
+        .iter()
+        .find(|(k, rs)| rs.is_rebuilding && addrs.iter().any(|a| k.trim_start_matches("tcp://") == a))?;
+    let stalled_since = stall_since(
+        view,
+        engine,
+        key,
+        r.metadata.name.as_deref(),
+        rs.progress,
+        policy.drain.stall_after,
+        now,
+    );
+    let storage_net = view.setting(STORAGE_NETWORK_SETTING).is_some_and(|s| !s.trim().is_empty());
+    let no_storage_network =
+        storage_net && !r.status.storage_ip.is_empty() && r.status.storage_ip == r.status.ip;
+    Some(Rebuild { progress: rs.progress, stalled_since, no_storage_network })
+}
+
+/// Every rebuild in the view stalled longer than `drain.stallAfter`, for the metric.
+pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<StalledRebuild> {
+    let mut out = Vec::new();
+    for engine in view.engines_rebuilding() {
+        let volume = engine.volume().unwrap_or("").to_string();
+        for (key, rs) in &engine.status.rebuild_status {
+            if !rs.is_rebuilding {
+                continue;
+            }
+            let addr = key.trim_start_matches("tcp://");
+            let replica = view
+                .replicas_of_volume(&volume)
+                .find(|r| replica_address(engine, r).iter().any(|a| a == addr))
+                .and_then(|r| r.metadata.name.clone())
+                .or_else(|| {
+                    engine
+                        .status
+                        .current_replica_address_map
+                        .iter()
+                        .find(|(_, a)| a.trim_start_matches("tcp://") == addr)
+                        .map(|(n, _)| n.clone())
+                });
+            if let Some(since) =
+                stall_since(view, engine, key, replica.as_deref(), rs.progress, policy.drain.stall_after, now)
+            {
+                out.push(StalledRebuild {
+                    volume: volume.clone(),
+                    engine: engine.metadata.name.as_deref().unwrap_or_default().to_string(),
+                    replica: replica.map(String::from),
+                    progress: rs.progress,
+                    since,
+                });
+            }
+        }
+    }
+    out
+}
