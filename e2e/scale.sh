@@ -119,7 +119,9 @@ guard_kubeconfig "$WORK/sa.kubeconfig"
 printf 'drain:\n  maxViewAge: %s\n' "$MAX_VIEW_AGE" >"$WORK/policy.yaml"
 ready() { curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null; }
 t0=$(now)
-KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} "$BIN" serve \
+# The allocator setting the Deployment ships (manifests/base/deployment.yaml).
+KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} \
+	MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072} "$BIN" serve \
 	--tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" --policy "$WORK/policy.yaml" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 until ready; do
