@@ -9,8 +9,6 @@ use std::time::{Duration, SystemTime};
 use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
 use longhorn_guard::policy::Policy;
-use longhorn_guard::server::{Server, ServerConfig};
-use longhorn_guard::tls::TlsFiles;
 use serde_json::Value;
 use support::apiserver::FakeApi;
 use support::*;
@@ -35,23 +33,15 @@ async fn a_confirmed_eviction_shows_in_metrics() {
         Arc::new(Policy::default()),
         Some(confirm::confirmer(fake.client())),
     );
-    let certs = tempfile::tempdir().unwrap();
-    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsFiles::in_dir(certs.path()),
-        admitter,
-        limits: test_limits(),
-    };
-    let (addr, handle) = Server::bind(config).await.unwrap();
-    let tls = client_config(&certs.path().join("ca.crt"));
+    let server = TestServer::with_admitter(admitter).await;
+    let (addr, tls) = (server.addr, &server.client);
 
     let mut body: Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
     body["request"]["name"] = "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e".into(); // node-3
-    let reply = request(addr, &tls, "POST", "/validate", body.to_string().into_bytes()).await.unwrap();
+    let reply = request(addr, tls, "POST", "/validate", body.to_string().into_bytes()).await.unwrap();
     assert_eq!(reply.json()["response"]["allowed"], true, "{}", reply.text());
 
-    let text = request(addr, &tls, "GET", "/metrics", Vec::new()).await.unwrap().text();
+    let text = request(addr, tls, "GET", "/metrics", Vec::new()).await.unwrap().text();
     // node-3 holds one volume: 7 small or by-node reads, then one batch of 3 per-volume reads.
     for (kind, n) in [
         ("replicas.longhorn.io", 2),
@@ -78,6 +68,6 @@ async fn a_confirmed_eviction_shows_in_metrics() {
     );
     assert!(text.contains("# TYPE longhorn_guard_confirmation_duration_seconds histogram"), "{text}");
 
-    handle.shutdown();
-    assert!(handle.stopped().await);
+    server.handle.shutdown();
+    assert!(server.handle.stopped().await);
 }

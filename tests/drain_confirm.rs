@@ -2,6 +2,8 @@
 //! node's state from a stand-in Kubernetes API server on 127.0.0.1 that serves the fixture
 //! snapshot (optionally edited) for LIST requests with label and field selectors.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -14,6 +16,7 @@ use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedVi
 use longhorn_guard::policy::drain::analyze_node;
 use longhorn_guard::policy::Policy;
 use serde_json::{json, Value};
+use support::apiserver::decode;
 
 const SNAPSHOT: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
@@ -26,24 +29,6 @@ struct Fake {
     items: Arc<Vec<Value>>,
     /// Every request's path and query, to check how the confirmer reads.
     seen: Arc<Mutex<Vec<String>>>,
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(if b[i] == b'+' { b' ' } else { b[i] });
-        i += 1;
-    }
-    String::from_utf8(out).unwrap()
 }
 
 fn matches(o: &Value, labels: &str, fields: &str) -> bool {

@@ -13,35 +13,22 @@ use longhorn_guard::admit::Admitter;
 use longhorn_guard::check::cluster::{self, metrics, Check};
 use longhorn_guard::cluster::SharedView;
 use longhorn_guard::policy::Policy;
-use longhorn_guard::server::{Server, ServerConfig};
-use longhorn_guard::tls::TlsFiles;
 use serde_json::Value;
-use support::{client_config, install_provider, request, test_limits};
+use support::{request, TestServer};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/components/monitoring");
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml");
 
 /// Metric names in `# TYPE` lines of a real scrape of `serve` with the checks on.
 async fn exported() -> BTreeSet<String> {
-    install_provider();
-    let certs = tempfile::tempdir().unwrap();
-    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
     let policy = Arc::new(Policy::default());
     let (inv, view) = cluster::load_snapshot(Path::new(DEMO)).unwrap();
     let checks = metrics::SharedChecks::default();
     metrics::run_once(&checks, &inv, &view, &policy);
     let admitter = Admitter::new(SharedView::new(view), policy, None).with_checks(checks);
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsFiles::in_dir(certs.path()),
-        admitter,
-        limits: test_limits(),
-    };
-    let (addr, handle) = Server::bind(config).await.unwrap();
-    let reply = request(addr, &client_config(&certs.path().join("ca.crt")), "GET", "/metrics", Vec::new())
-        .await
-        .unwrap();
-    handle.shutdown();
+    let server = TestServer::with_admitter(admitter).await;
+    let reply = request(server.addr, &server.client, "GET", "/metrics", Vec::new()).await.unwrap();
+    server.handle.shutdown();
     assert_eq!(reply.status, 200);
     let text = reply.text();
     assert!(

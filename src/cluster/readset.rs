@@ -13,6 +13,9 @@ pub const STORAGE_NETWORK_SETTING: &str = "storage-network";
 /// Longhorn setting naming the current instance-manager image (picks the instance manager of
 /// a replica while an upgrade runs old and new side by side).
 pub const DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING: &str = "default-instance-manager-image";
+/// Longhorn kinds (`longhorn.io/v1beta2`) only `check cluster` reads, never the drain view: the
+/// snapshot loader skips them without a log line.
+pub const CHECK_ONLY_KINDS: [&str; 3] = ["BackupTarget", "RecurringJob", "Snapshot"];
 /// Every Setting a drain decision reads; a confirmation reads exactly these.
 pub const DRAIN_SETTINGS: [&str; 2] = [STORAGE_NETWORK_SETTING, DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING];
 

@@ -91,9 +91,6 @@ pub(crate) fn flatten(doc: Value, label: &str, out: &mut Vec<(String, Value)>) {
     }
 }
 
-/// Longhorn kinds only `check cluster` reads: the drain view skips them without a log line.
-const CHECK_ONLY_KINDS: [&str; 3] = ["BackupTarget", "RecurringJob", "Snapshot"];
-
 /// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
 fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     if !item.is_object() {
@@ -106,7 +103,9 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
         return Err(format!("{name}: missing apiVersion or kind"));
     }
     let Some(kind) = super::readset::kind_of(&api_version, &kind_name) else {
-        if api_version == super::LONGHORN_API_VERSION && CHECK_ONLY_KINDS.contains(&kind_name.as_str()) {
+        if api_version == super::LONGHORN_API_VERSION
+            && super::readset::CHECK_ONLY_KINDS.contains(&kind_name.as_str())
+        {
             // Read by `check cluster`; a snapshot may hold 100,000 of them.
             return Ok(None);
         }

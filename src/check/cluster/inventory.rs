@@ -178,10 +178,6 @@ pub struct Inventory {
     pub read: BTreeSet<&'static str>,
 }
 
-/// The kinds only `check cluster` reads, by `kind` in `longhorn.io/v1beta2`.
-pub const EXTRA_KINDS: [(&str, &str); 3] =
-    [("BackupTarget", "backuptargets"), ("RecurringJob", "recurringjobs"), ("Snapshot", "snapshots")];
-
 impl Inventory {
     /// Takes one item of any kind: drain-view kinds are returned as view objects (and also
     /// read here when `check cluster` needs more of them); other kinds it reads are kept here;
