@@ -11,7 +11,9 @@
 # policy's drain.maxViewAge), SCALE_FRESH_REQUESTS (500), SCALE_QUIET_ROUNDS (10),
 # SCALE_CONCURRENCY (4: load client connections on the fresh view), SCALE_LOAD_CONCURRENCY
 # (32: API calls in flight while loading), SCALE_PORT (18453), LONGHORN_GUARD_BIN and
-# SCALE_EXAMPLES (the built binaries; make scale builds them in release mode).
+# SCALE_EXAMPLES (the built binaries; make scale builds them in release mode), SCALE_KEEP (0;
+# 1 keeps the synthetic state after the run, and a later SCALE_KEEP=1 run of the same size
+# reuses it instead of loading it again: for repeated measurements).
 #
 # Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
 # CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
@@ -33,6 +35,7 @@ QUIET_ROUNDS=${SCALE_QUIET_ROUNDS:-10}
 CONCURRENCY=${SCALE_CONCURRENCY:-4}
 LOAD_CONCURRENCY=${SCALE_LOAD_CONCURRENCY:-32}
 PORT=${SCALE_PORT:-18453}
+KEEP=${SCALE_KEEP:-0}
 LH_NS=longhorn-system
 GUARD_NS=longhorn-guard
 LABEL=longhorn-guard-scale
@@ -54,6 +57,11 @@ cleanup() {
 	log "cleanup"
 	[ -n "$HEARTBEAT_PID" ] && stop_pid "$HEARTBEAT_PID"
 	[ -n "$SERVER_PID" ] && stop_pid "$SERVER_PID"
+	if [ "$KEEP" = 1 ]; then
+		log "SCALE_KEEP=1: the synthetic state stays (remove it with SCALE_KEEP=0 make scale, or scale_load delete)"
+		rm -rf "$WORK"
+		return
+	fi
 	[ "$LOADED" = 1 ] && "$EXAMPLES/scale_load" delete --concurrency "$LOAD_CONCURRENCY"
 	if [ "$CREATED_GUARD_NS" = 1 ]; then
 		k delete -f "$ROOT/manifests/base/rbac.yaml" --ignore-not-found >/dev/null
@@ -100,12 +108,20 @@ log "Longhorn CRDs, namespace and synthetic state"
 ensure_longhorn "$LABEL"
 k get namespace "$GUARD_NS" >/dev/null 2>&1 || CREATED_GUARD_NS=1
 LOADED=1
-"$EXAMPLES/scale_load" delete --concurrency "$LOAD_CONCURRENCY" # leftovers of an interrupted run
-t0=$(now)
-"$EXAMPLES/scale_load" load --nodes "$NODES" --volumes "$VOLUMES" --concurrency "$LOAD_CONCURRENCY" ||
-	die "loading the synthetic state failed"
-load_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-echo "    loaded in ${load_s}s"
+# labelled NAME [NS]: how many objects of NAME carry the harness label.
+labelled() { k ${2:+-n "$2"} get "$1" -l "$LABEL=true" -o name 2>/dev/null | wc -l; }
+if [ "$KEEP" = 1 ] && [ "$(labelled nodes)" = "$NODES" ] && [ "$(labelled volumes.longhorn.io "$LH_NS")" = "$VOLUMES" ] &&
+	[ "$(labelled replicas.longhorn.io "$LH_NS")" = "$((3 * VOLUMES))" ]; then
+	load_s="reused (SCALE_KEEP=1)"
+	echo "    the state of a SCALE_KEEP=1 run of this size is there: reused"
+else
+	"$EXAMPLES/scale_load" delete --concurrency "$LOAD_CONCURRENCY" # leftovers of an interrupted run
+	t0=$(now)
+	"$EXAMPLES/scale_load" load --nodes "$NODES" --volumes "$VOLUMES" --concurrency "$LOAD_CONCURRENCY" ||
+		die "loading the synthetic state failed"
+	load_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f s", b - a }')
+	echo "    loaded in ${load_s}"
+fi
 
 # The storage node (the last) holds replicas and no engine: evicting its instance manager is
 # safe. Names as in src/synthetic.rs.
@@ -179,7 +195,7 @@ unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_
 log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf 'scale-node-%03d' "$storage") with about $((3 * VOLUMES / NODES)) replicas"
 {
 	printf '%-44s %s\n' "metric" "value"
-	printf '%-44s %s\n' "state loaded (API calls, $LOAD_CONCURRENCY in flight)" "${load_s} s"
+	printf '%-44s %s\n' "state loaded (API calls, $LOAD_CONCURRENCY in flight)" "${load_s}"
 	printf '%-44s %s\n' "time to ready (start -> /readyz 200)" "${ready_s} s"
 	printf '%-44s %s\n' "RSS after sync" "${rss_sync:-n/a} MiB"
 	printf '%-44s %s\n' "RSS at the end" "${rss_now:-n/a} MiB"

@@ -273,10 +273,14 @@ pub fn run(args: CertsArgs) -> ExitCode {
     match generate(&CertsOptions::from(&args)) {
         Ok(g) => {
             let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
-            println!("{}: {ca}; issued a serving certificate for {}", args.out.display(), g.sans.join(", "));
-            println!("  CA certificate (caBundle): {}", g.ca_cert.display());
-            println!("  serving certificate:       {}", g.tls_cert.display());
-            println!("  serving key:               {}", g.tls_key.display());
+            crate::output::stdout(&format!(
+                "{}: {ca}; issued a serving certificate for {}\n  CA certificate (caBundle): {}\n  serving certificate:       {}\n  serving key:               {}\n",
+                args.out.display(),
+                g.sans.join(", "),
+                g.ca_cert.display(),
+                g.tls_cert.display(),
+                g.tls_key.display()
+            ));
             ExitCode::SUCCESS
         }
         Err(e) => {

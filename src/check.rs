@@ -67,10 +67,11 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
     let analysis = analyze_node(&view, &args.node, &policy, SystemTime::now());
     match args.output {
-        CheckOutput::Table => print!("{}", render_table(&analysis)),
-        CheckOutput::Json => {
-            println!("{}", serde_json::to_string_pretty(&render_json(&analysis)).unwrap_or_default())
-        }
+        CheckOutput::Table => crate::output::stdout(&render_table(&analysis)),
+        CheckOutput::Json => crate::output::stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&render_json(&analysis)).unwrap_or_default()
+        )),
     }
     if analysis.would_block() {
         ExitCode::from(1)

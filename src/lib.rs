@@ -18,6 +18,7 @@ pub mod decision;
 pub mod gate;
 pub mod lint;
 pub mod mutate;
+pub mod output;
 pub mod policy;
 pub mod review;
 pub mod server;

@@ -115,3 +115,23 @@ fn policy_relaxes_stopped_replicas() {
     ));
     assert!(out.ends_with("node-2: a drain would BLOCK on 1 of 3 volumes\n"), "{out}");
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_output_without_a_panic() {
+    // `check drain ... | head -1`: the pipe closes before the table is written.
+    for args in [&["node-1", "--state", DEMO][..], &["node-3", "--state", DEMO, "--output", "json"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+            .args(["check", "drain"])
+            .args(args)
+            .env("LONGHORN_GUARD_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(out.status.code(), Some(if args[0] == "node-1" { 1 } else { 0 }), "{err}");
+    }
+}

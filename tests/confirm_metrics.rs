@@ -42,13 +42,14 @@ async fn a_confirmed_eviction_shows_in_metrics() {
     assert_eq!(reply.json()["response"]["allowed"], true, "{}", reply.text());
 
     let text = request(addr, tls, "GET", "/metrics", Vec::new()).await.unwrap().text();
-    // node-3 holds one volume: 7 small or by-node reads, then one batch of 3 per-volume reads.
+    // node-3 holds one volume: 7 small or by-node reads (instance managers twice: node-3's
+    // whole, the others as a Table; no Longhorn node, as node-3 has a Kubernetes Node), then one
+    // batch of 3 per-volume reads.
     for (kind, n) in [
         ("replicas.longhorn.io", 2),
         ("engines.longhorn.io", 2),
         ("volumes.longhorn.io", 1),
-        ("instancemanagers.longhorn.io", 1),
-        ("nodes.longhorn.io", 1),
+        ("instancemanagers.longhorn.io", 2),
         ("settings.longhorn.io", 1),
         ("nodes", 1),
         ("pods", 1),
@@ -56,6 +57,8 @@ async fn a_confirmed_eviction_shows_in_metrics() {
         let series = format!("longhorn_guard_api_requests_total{{kind=\"{kind}\",verb=\"list\"}}");
         assert_eq!(metric(&text, &series), Some(n), "{series} in\n{text}");
     }
+    let lh_nodes = "longhorn_guard_api_requests_total{kind=\"nodes.longhorn.io\",verb=\"list\"}";
+    assert_eq!(metric(&text, lh_nodes), None, "{text}");
     assert_eq!(fake.seen.requests().len(), 10);
     assert_eq!(metric(&text, "longhorn_guard_confirmations_total{result=\"allowed\"}"), Some(1), "{text}");
     assert_eq!(metric(&text, "longhorn_guard_confirmations_total{result=\"denied\"}"), Some(0), "{text}");

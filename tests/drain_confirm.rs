@@ -16,7 +16,7 @@ use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedVi
 use longhorn_guard::policy::drain::analyze_node;
 use longhorn_guard::policy::Policy;
 use serde_json::{json, Value};
-use support::apiserver::decode;
+use support::apiserver::respond;
 
 const SNAPSHOT: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
@@ -31,57 +31,19 @@ struct Fake {
     seen: Arc<Mutex<Vec<String>>>,
 }
 
-fn matches(o: &Value, labels: &str, fields: &str) -> bool {
-    // `k=v`, or one set-based `k in (a,b,...)` requirement.
-    let label_ok = match labels.split_once(" in (") {
-        Some((k, set)) => set.trim_end_matches(')').split(',').any(|v| o["metadata"]["labels"][k] == v),
-        None => labels.split(',').filter(|s| !s.is_empty()).all(|kv| {
-            let (k, v) = kv.split_once('=').unwrap();
-            o["metadata"]["labels"][k] == v
-        }),
-    };
-    let field_ok = fields.split(',').filter(|s| !s.is_empty()).all(|kv| {
-        let (k, v) = kv.split_once('=').unwrap();
-        assert_eq!(k, "metadata.name", "unexpected field selector {kv}");
-        o["metadata"]["name"] == v
-    });
-    label_ok && field_ok
-}
-
-async fn list(State(fake): State<Fake>, req: Request) -> impl IntoResponse {
+async fn list(State(fake): State<Fake>, req: Request) -> axum::response::Response {
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
     fake.seen.lock().unwrap().push(format!("{path}?{query}"));
-    let (api, kind) = match path.rsplit('/').next().unwrap() {
-        "nodes" if path.starts_with("/api/v1/") => ("v1", "Node"),
-        "pods" => ("v1", "Pod"),
-        "nodes" => ("longhorn.io/v1beta2", "Node"),
-        "replicas" => ("longhorn.io/v1beta2", "Replica"),
-        "engines" => ("longhorn.io/v1beta2", "Engine"),
-        "volumes" => ("longhorn.io/v1beta2", "Volume"),
-        "settings" => ("longhorn.io/v1beta2", "Setting"),
-        "instancemanagers" => ("longhorn.io/v1beta2", "InstanceManager"),
-        other => panic!("unexpected path {path} ({other})"),
-    };
-    let mut labels = String::new();
-    let mut fields = String::new();
-    for kv in query.split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        match k {
-            "labelSelector" => labels = decode(v),
-            "fieldSelector" => fields = decode(v),
-            _ => {}
-        }
+    let accept = req.headers().get(http::header::ACCEPT).and_then(|v| v.to_str().ok());
+    match respond(&fake.items, &path, &query, accept) {
+        Ok(body) => Json(body).into_response(),
+        Err(message) => (
+            axum::http::StatusCode::BAD_REQUEST,
+            Json(json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": 400})),
+        )
+            .into_response(),
     }
-    let items: Vec<Value> = fake
-        .items
-        .iter()
-        .filter(|o| o["apiVersion"] == api && o["kind"] == kind && matches(o, &labels, &fields))
-        .cloned()
-        .collect();
-    Json(
-        json!({"apiVersion": api, "kind": format!("{kind}List"), "metadata": {"resourceVersion": "999"}, "items": items}),
-    )
 }
 
 async fn serve(items: Vec<Value>) -> (SocketAddr, Fake) {

@@ -36,10 +36,13 @@ pub struct Meta {
     pub annotations: SmallMap<Name>,
 }
 
-/// Reads a label or annotation map keeping only the `keep` keys, without allocating for the
-/// others.
-fn kept<'de, D: Deserializer<'de>>(d: D, keep: &'static [&'static str]) -> Result<SmallMap<Name>, D::Error> {
-    struct Kept(&'static [&'static str]);
+/// Reads a label or annotation map keeping only the keys `keep` accepts, without allocating
+/// for the others.
+pub fn kept_where<'de, D: Deserializer<'de>>(
+    d: D,
+    keep: fn(&str) -> bool,
+) -> Result<SmallMap<Name>, D::Error> {
+    struct Kept(fn(&str) -> bool);
     impl<'de> serde::de::Visitor<'de> for Kept {
         type Value = SmallMap<Name>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,14 +60,11 @@ fn kept<'de, D: Deserializer<'de>>(d: D, keep: &'static [&'static str]) -> Resul
         fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
             while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                match self.0.iter().find(|kept| **kept == k) {
-                    Some(kept) => {
-                        let v: Option<Name> = map.next_value()?;
-                        out.push((Name::new(kept), v.unwrap_or_default()));
-                    }
-                    None => {
-                        map.next_value::<Option<AnyStr>>()?;
-                    }
+                if (self.0)(&k) {
+                    let v: Option<Name> = map.next_value()?;
+                    out.push((Name::new(&k), v.unwrap_or_default()));
+                } else {
+                    map.next_value::<Option<AnyStr>>()?;
                 }
             }
             Ok(out.into_iter().collect())
@@ -93,11 +93,11 @@ impl<'de> Deserialize<'de> for AnyStr {
 }
 
 fn kept_labels<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<Name>, D::Error> {
-    kept(d, &KEPT_LABELS)
+    kept_where(d, |k| KEPT_LABELS.contains(&k))
 }
 
 fn kept_annotations<'de, D: Deserializer<'de>>(d: D) -> Result<SmallMap<Name>, D::Error> {
-    kept(d, &KEPT_ANNOTATIONS)
+    kept_where(d, |k| KEPT_ANNOTATIONS.contains(&k))
 }
 
 /// The entries of a [`SmallMap`] in key order.

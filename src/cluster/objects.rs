@@ -23,6 +23,8 @@ pub const INSTANCE_MANAGER_COMPONENT: &str = "instance-manager";
 pub const LONGHORN_NODE_LABEL: &str = "longhornnode";
 /// Label Longhorn puts on replicas and engines naming their volume.
 pub const LONGHORN_VOLUME_LABEL: &str = "longhornvolume";
+/// Label Longhorn puts on instance managers (and their pods): the node they run on.
+pub const INSTANCE_MANAGER_NODE_LABEL: &str = "longhorn.io/node";
 
 /// Core `v1` Pod: only what drain decisions need.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -57,7 +59,8 @@ impl Pod {
 
     /// The node the pod runs on: `spec.nodeName`, else the `longhorn.io/node` label.
     pub fn node(&self) -> Option<&str> {
-        non_empty(self.spec.node_name.as_deref()).or_else(|| label(&self.metadata, "longhorn.io/node"))
+        non_empty(self.spec.node_name.as_deref())
+            .or_else(|| label(&self.metadata, INSTANCE_MANAGER_NODE_LABEL))
     }
 }
 

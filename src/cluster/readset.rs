@@ -33,6 +33,12 @@ pub enum ConfirmRead {
     NodeAndVolumes,
     /// Objects of N's volumes (`longhornvolume in (...)`).
     Volumes,
+    /// N's objects (label `longhorn.io/node=N`) whole, the others as the Table of the CRD's
+    /// printer columns (instance managers: their instance lists matter only on N).
+    NodeAndSummary,
+    /// Read whole, and only when N has no Kubernetes Node (then a Longhorn node of that name is
+    /// what makes N known).
+    WhenNodeUnknown,
     /// Not read: drain decisions do not look at this kind.
     Skip,
 }
@@ -127,10 +133,10 @@ pub const RESOURCES: [Resource; 9] = [
     lh(ObjectKind::Volume, "Volume", "volumes", ConfirmRead::Volumes),
     lh(ObjectKind::Replica, "Replica", "replicas", ConfirmRead::NodeAndVolumes),
     lh(ObjectKind::Engine, "Engine", "engines", ConfirmRead::NodeAndVolumes),
-    lh(ObjectKind::LonghornNode, "Node", "nodes", ConfirmRead::Whole(None)),
+    lh(ObjectKind::LonghornNode, "Node", "nodes", ConfirmRead::WhenNodeUnknown),
     // Read whole (a few dozen objects) and kept only for the names in DRAIN_SETTINGS.
     lh(ObjectKind::Setting, "Setting", "settings", ConfirmRead::Whole(None)),
-    lh(ObjectKind::InstanceManager, "InstanceManager", "instancemanagers", ConfirmRead::Whole(None)),
+    lh(ObjectKind::InstanceManager, "InstanceManager", "instancemanagers", ConfirmRead::NodeAndSummary),
 ];
 
 /// The read-set entry of a kind.

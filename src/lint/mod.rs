@@ -6,7 +6,6 @@
 
 pub mod source;
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -137,9 +136,7 @@ pub fn run(args: LintArgs) -> ExitCode {
             format!("{}\n", serde_json::to_string_pretty(&report.findings).unwrap_or_default())
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(out.as_bytes());
-    let _ = stdout.flush();
+    crate::output::stdout(&out);
     eprintln!(
         "longhorn-guard lint: {} input(s), {} warning(s), {} denied, {} error(s)",
         report.inputs,

@@ -1,6 +1,7 @@
 //! A stand-in Kubernetes API server over real TLS on 127.0.0.1:0: it serves LISTs of a fixed set
-//! of objects with label selectors (`k=v`, `k in (a,b)`) and `metadata.name` field selectors,
-//! records every request, and counts how many were in flight at once.
+//! of objects with label selectors (`k=v`, `k!=v`, `k in (a,b)`) and `metadata.name` field
+//! selectors, as a Table of the printer columns of Longhorn's CRD (`../shared/fixtures/crds`)
+//! when asked to, records every request, and counts how many were in flight at once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,6 +52,16 @@ impl FakeApi {
     /// Serves `items` (objects with apiVersion and kind); each answer is held for `hold` so that
     /// concurrent requests overlap and the in-flight count shows the client's concurrency.
     pub async fn start(items: Vec<Value>, hold: Duration) -> Self {
+        Self::start_with(items, hold, true).await
+    }
+
+    /// As [`FakeApi::start`], but answering a Table request with 406 Not Acceptable, as an API
+    /// server that cannot print the kind does.
+    pub async fn start_without_tables(items: Vec<Value>, hold: Duration) -> Self {
+        Self::start_with(items, hold, false).await
+    }
+
+    async fn start_with(items: Vec<Value>, hold: Duration, tables: bool) -> Self {
         let (certs, acceptor, listener) = super::tls_listener().await;
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
@@ -66,9 +77,18 @@ impl FakeApi {
                             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                                 let (seen, items) = (seen.clone(), items.clone());
                                 async move {
-                                    Ok::<_, std::convert::Infallible>(
-                                        answer(&seen, &items, req.uri(), hold).await,
-                                    )
+                                    let accept = req
+                                        .headers()
+                                        .get(http::header::ACCEPT)
+                                        .and_then(|v| v.to_str().ok())
+                                        .map(str::to_string);
+                                    let refuse =
+                                        !tables && accept.as_deref().is_some_and(|a| a.contains("as=Table"));
+                                    Ok::<_, std::convert::Infallible>(if refuse {
+                                        not_acceptable(&seen, req.uri())
+                                    } else {
+                                        answer(&seen, &items, req.uri(), accept.as_deref(), hold).await
+                                    })
                                 }
                             });
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -97,10 +117,22 @@ impl FakeApi {
     }
 }
 
+fn not_acceptable(seen: &Seen, uri: &hyper::Uri) -> hyper::Response<Full<Bytes>> {
+    seen.requests.lock().unwrap().push(format!("{}?{}", uri.path(), uri.query().unwrap_or("")));
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotAcceptable", "code": 406,
+                      "message": "only the following media types are accepted: application/json, application/yaml"});
+    hyper::Response::builder()
+        .status(406)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
+}
+
 async fn answer(
     seen: &Seen,
     items: &[Value],
     uri: &hyper::Uri,
+    accept: Option<&str>,
     hold: Duration,
 ) -> hyper::Response<Full<Bytes>> {
     let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -109,7 +141,7 @@ async fn answer(
     let query = uri.query().unwrap_or("").to_string();
     seen.requests.lock().unwrap().push(format!("{path}?{query}"));
     tokio::time::sleep(hold).await;
-    let reply = list(items, &path, &query);
+    let reply = respond(items, &path, &query, accept);
     seen.in_flight.fetch_sub(1, Ordering::SeqCst);
     let (status, body) = match reply {
         Ok(body) => (200, body),
@@ -169,6 +201,21 @@ pub fn collection(path: &str) -> Result<Collection, String> {
     Ok(Collection { api, namespace, kind })
 }
 
+/// The answer to a LIST: [`list`], or its [`table`] when `accept` asks for one (the request must
+/// then say `includeObject=None`: the confirmation reads no object through a Table).
+pub fn respond(items: &[Value], path: &str, query: &str, accept: Option<&str>) -> Result<Value, String> {
+    let body = list(items, path, query)?;
+    match accept {
+        Some(a) if a.contains("as=Table") => {
+            if !query.split('&').any(|kv| kv == "includeObject=None") {
+                return Err(format!("a Table without includeObject=None: {query}"));
+            }
+            table(&collection(path)?, &body)
+        }
+        _ => Ok(body),
+    }
+}
+
 /// A LIST answer (resourceVersion `999`) from `items`, narrowed by the query's label and
 /// `metadata.name` field selectors; a `resourceVersion` in the query is an error (confirmation
 /// reads must be consistent reads).
@@ -187,20 +234,12 @@ pub fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
             _ => {}
         }
     }
-    let labels: Vec<(String, std::collections::HashSet<String>)> =
-        labels.into_iter().map(|(k, vals)| (k, vals.into_iter().collect())).collect();
     let selected: Vec<Value> = items
         .iter()
         .filter(|o| c.holds(o))
+        .filter(|o| labels.iter().all(|r| r.matches(o["metadata"]["labels"][&r.key].as_str())))
         .filter(|o| {
-            labels
-                .iter()
-                .all(|(k, vals)| o["metadata"]["labels"][k].as_str().is_some_and(|v| vals.contains(v)))
-        })
-        .filter(|o| {
-            fields.iter().all(|(k, vals)| {
-                k == "metadata.name" && vals.iter().any(|x| o["metadata"]["name"] == x.as_str())
-            })
+            fields.iter().all(|r| r.key == "metadata.name" && r.matches(o["metadata"]["name"].as_str()))
         })
         .cloned()
         .collect();
@@ -209,8 +248,70 @@ pub fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
     )
 }
 
-/// `k=v`, `k==v` and `k in (a,b)` requirements, comma-separated.
-fn parse_selector(s: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+/// The Table the API server prints for a list of Longhorn objects: the `Name` column, then the
+/// CRD's `additionalPrinterColumns` (simple `.a.b` JSONPaths; a path that finds nothing is null).
+pub fn table(c: &Collection, list: &Value) -> Result<Value, String> {
+    let columns = printer_columns(c.kind)?;
+    let mut defs = vec![json!({"name": "Name", "type": "string", "format": "name", "priority": 0})];
+    defs.extend(columns.iter().map(|(name, _)| json!({"name": name, "type": "string", "priority": 0})));
+    let rows: Vec<Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let mut cells = vec![o["metadata"]["name"].clone()];
+            cells.extend(columns.iter().map(|(_, path)| {
+                let found = path.trim_start_matches('.').split('.').try_fold(o, |v, k| v.get(k));
+                match found {
+                    Some(Value::Null) | None => Value::Null,
+                    Some(Value::String(s)) => json!(s),
+                    Some(other) => json!(other.to_string()),
+                }
+            }));
+            json!({"cells": cells})
+        })
+        .collect();
+    Ok(json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": "999"},
+              "columnDefinitions": defs, "rows": rows}))
+}
+
+/// `(name, jsonPath)` of the printer columns of Longhorn kind `kind` (v1beta2), from the
+/// fixture CRDs.
+fn printer_columns(kind: &str) -> Result<Vec<(String, String)>, String> {
+    const CRDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/crds/longhorn-crds.yaml");
+    let text = std::fs::read_to_string(CRDS).map_err(|e| e.to_string())?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| e.to_string())?;
+    let crd = docs.iter().find(|d| d["spec"]["names"]["kind"] == kind).ok_or(format!("no CRD for {kind}"))?;
+    let version = crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == "v1beta2"))
+        .ok_or(format!("no v1beta2 in the CRD of {kind}"))?;
+    Ok(version["additionalPrinterColumns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (c["name"].as_str().unwrap_or("").to_string(), c["jsonPath"].as_str().unwrap_or("").to_string())
+        })
+        .collect())
+}
+
+/// One selector requirement: the key's value is (or, `negated`, is not) one of `values`; a
+/// negated requirement also matches objects without the key, as the API server's does.
+pub struct Requirement {
+    pub key: String,
+    pub values: std::collections::HashSet<String>,
+    pub negated: bool,
+}
+
+impl Requirement {
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        value.is_some_and(|v| self.values.contains(v)) != self.negated
+    }
+}
+
+/// `k=v`, `k==v`, `k!=v` and `k in (a,b)` requirements, comma-separated.
+fn parse_selector(s: &str) -> Result<Vec<Requirement>, String> {
     let mut out = Vec::new();
     let mut depth = 0;
     let mut start = 0;
@@ -227,6 +328,11 @@ fn parse_selector(s: &str) -> Result<Vec<(String, Vec<String>)>, String> {
         }
     }
     parts.push(&s[start..]);
+    let req = |k: &str, vals: Vec<&str>, negated| Requirement {
+        key: k.trim().to_string(),
+        values: vals.into_iter().map(|x| x.trim().to_string()).collect(),
+        negated,
+    };
     for part in parts.into_iter().map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((k, v)) = part.split_once(" in ") {
             let v = v
@@ -234,9 +340,11 @@ fn parse_selector(s: &str) -> Result<Vec<(String, Vec<String>)>, String> {
                 .strip_prefix('(')
                 .and_then(|v| v.strip_suffix(')'))
                 .ok_or(format!("bad set in {part}"))?;
-            out.push((k.trim().to_string(), v.split(',').map(|x| x.trim().to_string()).collect()));
+            out.push(req(k, v.split(',').collect(), false));
+        } else if let Some((k, v)) = part.split_once("!=") {
+            out.push(req(k, vec![v], true));
         } else if let Some((k, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
-            out.push((k.to_string(), vec![v.to_string()]));
+            out.push(req(k, vec![v], false));
         } else {
             return Err(format!("unsupported selector requirement {part}"));
         }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod generated;
 pub mod watchapi;
 
 use std::net::SocketAddr;

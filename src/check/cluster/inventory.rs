@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cluster::{Condition, Object, ObjectKind, LONGHORN_API_VERSION};
+use crate::cluster::meta::{kept_where, SmallMap};
+use crate::cluster::{Condition, Name, Object, ObjectKind, LONGHORN_API_VERSION};
 
 /// Labels Longhorn puts on a volume to select recurring jobs and job groups.
 pub const JOB_LABEL_PREFIX: &str = "recurring-job.longhorn.io/";
@@ -64,28 +65,42 @@ pub struct DiskStatus {
     pub storage_scheduled: i64,
 }
 
-/// A Longhorn `Volume`: what health, jobs and replica rules read.
+/// A Longhorn `Volume`: what health, jobs and replica rules read. Interned strings and only
+/// the recurring-job labels: the inventory holds one per volume (10,000 and more).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct VolumeInfo {
-    pub metadata: Meta,
+    pub metadata: VolumeMeta,
     pub spec: VolumeSpec,
     pub status: VolumeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VolumeMeta {
+    pub name: Name,
+    /// The `recurring-job.longhorn.io/*` and `recurring-job-group.longhorn.io/*` labels.
+    #[serde(deserialize_with = "job_labels")]
+    pub labels: SmallMap<Name>,
+}
+
+fn job_labels<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SmallMap<Name>, D::Error> {
+    kept_where(d, |k| k.starts_with(JOB_LABEL_PREFIX) || k.starts_with(GROUP_LABEL_PREFIX))
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct VolumeSpec {
     pub number_of_replicas: i64,
-    pub data_engine: String,
-    pub data_locality: String,
+    pub data_engine: Name,
+    pub data_locality: Name,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct VolumeStatus {
-    pub state: String,
-    pub robustness: String,
+    pub state: Name,
+    pub robustness: Name,
 }
 
 /// A `BackupTarget` (Longhorn 1.2+; several per cluster since 1.8).

@@ -163,9 +163,9 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
     };
     let report = Report::build(&inv, &view, &policy, SystemTime::now());
     match args.output {
-        CheckOutput::Table => print!("{}", report.table()),
+        CheckOutput::Table => crate::output::stdout(&report.table()),
         CheckOutput::Json => match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => crate::output::stdout(&format!("{s}\n")),
             Err(e) => return bad_input(&format!("cannot render JSON: {e}")),
         },
     }

@@ -159,11 +159,11 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         .iter()
         .filter(|v| {
             let labels = &v.metadata.labels;
-            let jobs_of = labels.keys().filter_map(|k| k.strip_prefix(JOB_LABEL_PREFIX));
+            let jobs_of: Vec<&str> = labels.keys().filter_map(|k| k.strip_prefix(JOB_LABEL_PREFIX)).collect();
             let groups_of: Vec<&str> =
                 labels.keys().filter_map(|k| k.strip_prefix(GROUP_LABEL_PREFIX)).collect();
-            let named_any = labels.keys().any(|k| k.starts_with(JOB_LABEL_PREFIX)) || !groups_of.is_empty();
-            let by_job = jobs_of.clone().any(|j| names.contains(j));
+            let named_any = !jobs_of.is_empty() || !groups_of.is_empty();
+            let by_job = jobs_of.iter().any(|j| names.contains(j));
             let by_group = groups_of.iter().any(|g| groups.contains(g));
             let by_default = !named_any && groups.contains(DEFAULT_GROUP);
             !(by_job || by_group || by_default)

@@ -1,0 +1,133 @@
+//! What a confirmation reads, and when it reads more: the other nodes' instance managers come
+//! as a Table of their printer columns (from Longhorn's CRD), the node's own replicas and
+//! engines are not read twice, and every case where the Table cannot stand in (an API server
+//! that cannot print one, old and new instance managers side by side, an instance manager on
+//! the node without its `longhorn.io/node` label) reads the full list once more and decides as
+//! a snapshot of the same state does. The stand-in API server runs on 127.0.0.1:0 over TLS.
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use longhorn_guard::cluster::confirm;
+use longhorn_guard::policy::drain::analyze_node;
+use longhorn_guard::policy::Policy;
+use serde_json::Value;
+use support::apiserver::FakeApi;
+use support::generated::*;
+
+const IMS: &str = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/instancemanagers";
+
+fn three_replicas(volumes: usize) -> Vec<Value> {
+    state(&Layout { volumes, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 })
+}
+
+/// Confirms `DRAINED` against a stand-in serving `items`; checks that the confirmed analysis is
+/// the snapshot's, and returns the requests made.
+async fn confirm_against(fake: &FakeApi, items: &[Value]) -> Vec<String> {
+    let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+    let now = SystemTime::now();
+    let policy = Policy::default();
+    assert_eq!(
+        analyze_node(&view, DRAINED, &policy, now),
+        analyze_node(&snapshot_view(items), DRAINED, &policy, now)
+    );
+    fake.seen.requests()
+}
+
+fn instance_manager_reads(requests: &[String]) -> Vec<&str> {
+    let mut reads: Vec<&str> = requests.iter().filter_map(|r| r.strip_prefix(IMS)).collect();
+    reads.sort();
+    reads
+}
+
+#[tokio::test]
+async fn other_instance_managers_come_as_a_table_and_the_node_is_not_read_twice() {
+    let items = three_replicas(20);
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let requests = confirm_against(&fake, &items).await;
+    assert_eq!(requests.len(), confirm::request_count(1), "{requests:#?}");
+    assert_eq!(
+        instance_manager_reads(&requests),
+        ["?includeObject=None", "?labelSelector=longhorn.io%2Fnode%3Dnode-3"],
+        "{requests:#?}"
+    );
+    // Per-volume replica and engine reads leave out what the by-node reads returned.
+    for kind in ["replicas", "engines"] {
+        let per_volume: Vec<&String> = requests
+            .iter()
+            .filter(|r| r.contains(&format!("/{kind}?labelSelector=longhornvolume")))
+            .collect();
+        assert_eq!(per_volume.len(), 1, "{requests:#?}");
+        assert!(per_volume[0].ends_with("),longhornnode%21%3Dnode-3"), "{}", per_volume[0]);
+    }
+    let volumes = requests.iter().find(|r| r.contains("/volumes?")).unwrap();
+    assert!(volumes.ends_with(')'), "{volumes}");
+    // node-3 has a Kubernetes Node: Longhorn nodes are not read.
+    assert!(!requests
+        .iter()
+        .any(|r| r.starts_with("/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes")));
+}
+
+#[tokio::test]
+async fn an_api_server_without_tables_gets_one_full_list_instead() {
+    let items = three_replicas(20);
+    let fake = FakeApi::start_without_tables(items.clone(), Duration::ZERO).await;
+    let requests = confirm_against(&fake, &items).await;
+    assert_eq!(requests.len(), confirm::request_count(1) + 1, "{requests:#?}");
+    assert_eq!(
+        instance_manager_reads(&requests),
+        ["?", "?includeObject=None", "?labelSelector=longhorn.io%2Fnode%3Dnode-3"],
+        "{requests:#?}"
+    );
+}
+
+#[tokio::test]
+async fn old_and_new_instance_managers_side_by_side_are_read_whole_for_their_images() {
+    let items =
+        upgrade(state(&Layout { volumes: 10, replica_nodes: &["node-1", DRAINED], failed_elsewhere: 0 }));
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let requests = confirm_against(&fake, &items).await;
+    assert_eq!(requests.len(), confirm::request_count(1) + 1, "{requests:#?}");
+    assert!(instance_manager_reads(&requests).contains(&"?"), "{requests:#?}");
+    // The image decided it: the confirmed drain is allowed, as the snapshot's is.
+    let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+    assert!(!analyze_node(&view, DRAINED, &Policy::default(), SystemTime::now()).would_block());
+}
+
+#[tokio::test]
+async fn an_unlabelled_instance_manager_on_the_node_is_still_read_whole() {
+    // node-3's instance manager lost its node label and reports an engine of a volume with no
+    // replica or engine object on node-3: only its instance list puts that volume in the read.
+    let mut items = three_replicas(4);
+    let extra = "pvc-ffffffff-0000-4000-8000-00000000ffff";
+    for im in items.iter_mut().filter(|o| o["kind"] == "InstanceManager" && o["spec"]["nodeID"] == DRAINED) {
+        im["metadata"]["labels"].as_object_mut().unwrap().remove("longhorn.io/node");
+        im["status"]["instanceEngines"][format!("{extra}-e-0")] =
+            serde_json::json!({"spec": {"name": format!("{extra}-e-0")}, "status": {"state": "running"}});
+    }
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let requests = confirm_against(&fake, &items).await;
+    assert!(instance_manager_reads(&requests).contains(&"?"), "{requests:#?}");
+    let volumes = requests.iter().find(|r| r.contains("/volumes?")).unwrap();
+    assert!(volumes.contains(extra), "the unlabelled instance manager's engine was not followed: {volumes}");
+    let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+    let analysis = analyze_node(&view, DRAINED, &Policy::default(), SystemTime::now());
+    assert!(analysis.would_block(), "an engine no known volume owns blocks the drain");
+}
+
+#[tokio::test]
+async fn a_node_without_a_kubernetes_node_reads_longhorn_nodes() {
+    let items: Vec<Value> = three_replicas(4)
+        .into_iter()
+        .filter(|o| !(o["apiVersion"] == "v1" && o["kind"] == "Node" && o["metadata"]["name"] == DRAINED))
+        .collect();
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let requests = confirm_against(&fake, &items).await;
+    assert_eq!(requests.len(), confirm::request_count(1) + 1, "{requests:#?}");
+    assert!(requests
+        .iter()
+        .any(|r| r.starts_with("/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes?")));
+    let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+    assert!(view.longhorn_node(DRAINED).is_some());
+}
