@@ -141,6 +141,8 @@ impl Admitter {
         };
         let took = started.elapsed();
         stats::global().confirmation(result, took);
+        // The confirmation's bodies and view are gone: give their memory back.
+        crate::heap::release();
         tracing::debug!(
             node,
             result = result.as_str(),

@@ -28,8 +28,10 @@ async fn snapshot_and_confirmed(items: &[Value]) -> (Value, Value, FakeApi) {
     let snap = Admitter::new(SharedView::new(snapshot_view(items)), policy.clone(), None);
     let from_snapshot = snap.admit(WebhookKind::Validate, &body, Duration::from_secs(5)).await.unwrap();
     let fake = FakeApi::start(items.to_vec(), HOLD).await;
+    // As `serve` confirms: expecting the volumes the stale view has on the node.
     let stale = SharedView::new(stale_watch_view(items));
-    let confirming = Admitter::new(stale, policy, Some(confirm::confirmer(fake.client())));
+    let confirmer = confirm::confirmer_expecting(fake.client(), stale.clone());
+    let confirming = Admitter::new(stale, policy, Some(confirmer));
     let confirmed = confirming.admit(WebhookKind::Validate, &body, Duration::from_secs(20)).await.unwrap();
     assert!(confirmed.decision.confirm_node.is_none());
     (from_snapshot.response, confirmed.response, fake)

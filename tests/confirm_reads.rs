@@ -131,3 +131,45 @@ async fn a_node_without_a_kubernetes_node_reads_longhorn_nodes() {
     let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
     assert!(view.longhorn_node(DRAINED).is_some());
 }
+
+#[tokio::test]
+async fn expected_volumes_are_read_beside_the_node_and_a_short_expectation_is_topped_up() {
+    let items = three_replicas(12);
+    let all = confirm::expected_volumes(&snapshot_view(&items), DRAINED);
+    assert_eq!(all.len(), 12);
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let policy = Policy::default();
+    let now = SystemTime::now();
+    let want = analyze_node(&snapshot_view(&items), DRAINED, &policy, now);
+
+    // Exact: the usual 10 requests.
+    let view = confirm::read_node_state_expecting(&fake.client(), DRAINED, &all).await.unwrap();
+    assert_eq!(analyze_node(&view, DRAINED, &policy, now), want);
+    assert_eq!(fake.seen.requests().len(), confirm::request_count(1));
+
+    // Short by three volumes (created since the cache saw the node): one more batch reads
+    // exactly those three, and the decision still covers all twelve.
+    let short: std::collections::BTreeSet<String> = all.iter().skip(3).cloned().collect();
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let view = confirm::read_node_state_expecting(&fake.client(), DRAINED, &short).await.unwrap();
+    assert_eq!(analyze_node(&view, DRAINED, &policy, now), want);
+    let requests = fake.seen.requests();
+    assert_eq!(requests.len(), confirm::request_count(2), "{requests:#?}");
+    let topped_up: Vec<&String> = requests.iter().filter(|r| r.contains("/volumes?")).collect();
+    assert_eq!(topped_up.len(), 2);
+    let missing: Vec<&String> = all.iter().take(3).collect();
+    assert!(
+        topped_up
+            .iter()
+            .any(|r| missing.iter().all(|v| r.contains(v.as_str())) && r.matches(',').count() == 2),
+        "{topped_up:#?}"
+    );
+
+    // Long by a volume no longer on the node: read, not looked at.
+    let mut long = all.clone();
+    long.insert("pvc-gone".to_string());
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let view = confirm::read_node_state_expecting(&fake.client(), DRAINED, &long).await.unwrap();
+    assert_eq!(analyze_node(&view, DRAINED, &policy, now), want);
+    assert_eq!(fake.seen.requests().len(), confirm::request_count(1));
+}

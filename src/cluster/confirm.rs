@@ -19,7 +19,9 @@ use futures::future::try_join_all;
 use tokio::sync::Semaphore;
 
 use super::readset::{self, ConfirmRead, RESOURCES};
-use super::{ClusterView, Object, ObjectKind, Source, INSTANCE_MANAGER_NODE_LABEL, LONGHORN_NODE_LABEL};
+use super::{
+    ClusterView, Object, ObjectKind, SharedView, Source, INSTANCE_MANAGER_NODE_LABEL, LONGHORN_NODE_LABEL,
+};
 use crate::admit::Confirmer;
 use crate::policy::drain::{engines_reported_by, volume_of_engine_name};
 use reader::Reader;
@@ -55,12 +57,49 @@ pub fn confirmer(client: kube::Client) -> Confirmer {
     })
 }
 
+/// A [`Confirmer`] that reads from the API server through `client` and starts reading the
+/// volumes `view` (the watch cache it confirms) has on the node at once, beside the node's own
+/// reads, instead of after them (see [`read_node_state_expecting`]).
+pub fn confirmer_expecting(client: kube::Client, view: SharedView) -> Confirmer {
+    std::sync::Arc::new(move |node: String| {
+        let client = client.clone();
+        let expected = expected_volumes(&view.read(), &node);
+        Box::pin(async move {
+            read_node_state_expecting(&client, &node, &expected).await.map_err(|e| e.to_string())
+        })
+    })
+}
+
+/// The volumes `view` has on `node` (a replica or engine there, or an engine its instance
+/// managers report): what a confirmation is expected to find.
+pub fn expected_volumes(view: &ClusterView, node: &str) -> BTreeSet<String> {
+    let replicas = view.replicas_on_node(node).filter_map(|r| r.volume());
+    let engines = view.engines_on_node(node).filter_map(|e| e.volume());
+    let mut volumes: BTreeSet<String> = replicas.chain(engines).map(str::to_string).collect();
+    for engine in engines_reported_by(view.instance_managers_on_node(node)) {
+        volumes.extend(volume_of_engine_name(&engine).map(str::to_string));
+    }
+    volumes
+}
+
 /// Reads everything a drain decision for `node` rests on, as the read-set declares it: the
 /// node's replicas, engines and instance managers; every volume of those (and of the engines
 /// N's instance managers report) with their replicas and engines elsewhere; the other instance
 /// managers as a Table; the small kinds whole (Kubernetes nodes, instance-manager pods,
 /// Settings); and Longhorn nodes only when N has no Kubernetes Node.
 pub async fn read_node_state(client: &kube::Client, node: &str) -> Result<ClusterView, ConfirmError> {
+    read_node_state_expecting(client, node, &BTreeSet::new()).await
+}
+
+/// [`read_node_state`], reading the volumes in `expected` beside the node's own reads rather
+/// than after them. The node's reads still decide which volumes are read: those it finds and
+/// `expected` lacks are read afterwards (one more batch of per-volume reads, only when the
+/// expectation was short), and `expected` volumes it does not find are read but not looked at.
+pub async fn read_node_state_expecting(
+    client: &kube::Client,
+    node: &str,
+    expected: &BTreeSet<String>,
+) -> Result<ClusterView, ConfirmError> {
     let gate = Semaphore::new(MAX_IN_FLIGHT);
     let reader = &Reader { client, gate: &gate };
     let by_node = format!("{LONGHORN_NODE_LABEL}={node}");
@@ -72,33 +111,18 @@ pub async fn read_node_state(client: &kube::Client, node: &str) -> Result<Cluste
     // so these take the first permits.
     let node_and_volumes = async {
         let node_kinds = kinds(|c| c == ConfirmRead::NodeAndVolumes);
-        let here = try_join_all(node_kinds.iter().map(|k| reader.list(*k, Some(&by_node), on_node())));
-        let ims_here = reader.list(ObjectKind::InstanceManager, Some(&ims_by_node), on_node());
-        let (here, ims_here, summary) = futures::try_join!(here, ims_here, reader.summary())?;
-        let ims = reader.instance_managers(node, ims_here, summary).await?;
-        let here: Vec<Object> = here.into_iter().flatten().collect();
-        let volumes = volumes_on(node, &here, &ims);
-        // The node's own replicas and engines were read above: the per-volume reads skip them.
-        let plain = volume_selectors(&volumes, None, MAX_SELECTOR_BYTES);
-        let skipping = volume_selectors(&volumes, Some(&elsewhere), MAX_SELECTOR_BYTES);
-        let reads = RESOURCES.iter().flat_map(|r| {
-            let selectors = match r.confirm {
-                ConfirmRead::Volumes => &plain[..],
-                ConfirmRead::NodeAndVolumes => &skipping[..],
-                _ => &[],
-            };
-            let batches = selectors.len();
-            selectors.iter().enumerate().map(move |(i, (sel, n))| {
-                let what = if batches == 1 {
-                    format!("of {n} volumes")
-                } else {
-                    format!("of {n} volumes (batch {} of {batches})", i + 1)
-                };
-                reader.list(r.kind, Some(sel), what)
-            })
-        });
-        let of_volumes = try_join_all(reads).await?;
-        Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(of_volumes.into_iter().flatten()))
+        let node_reads = async {
+            let here = try_join_all(node_kinds.iter().map(|k| reader.list(*k, Some(&by_node), on_node())));
+            let ims_here = reader.list(ObjectKind::InstanceManager, Some(&ims_by_node), on_node());
+            let (here, ims_here, summary) = futures::try_join!(here, ims_here, reader.summary())?;
+            let ims = reader.instance_managers(node, ims_here, summary).await?;
+            Ok::<_, ConfirmError>((here.into_iter().flatten().collect::<Vec<Object>>(), ims))
+        };
+        let early = read_volumes(reader, expected, &elsewhere);
+        let ((here, ims), early) = futures::try_join!(node_reads, early)?;
+        let missing: BTreeSet<String> = volumes_on(node, &here, &ims).difference(expected).cloned().collect();
+        let late = read_volumes(reader, &missing, &elsewhere).await?;
+        Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(early).chain(late))
     };
     let whole = async {
         let reads = RESOURCES.iter().filter_map(|r| match r.confirm {
@@ -114,9 +138,39 @@ pub async fn read_node_state(client: &kube::Client, node: &str) -> Result<Cluste
         Ok::<_, ConfirmError>(whole)
     };
     let (node_objects, whole) = futures::try_join!(node_and_volumes, whole)?;
-    // Per-volume reads come last: they started last, so their versions win over the node reads.
+    // The node's reads and the per-volume reads hold different objects (the latter skip what
+    // is on N); the whole kinds go first, so a Setting or Node read twice keeps the later.
     let objects = whole.into_iter().filter(is_read).chain(node_objects);
     Ok(ClusterView::from_objects(Source::Direct, objects, SystemTime::now()))
+}
+
+/// The volumes, and their replicas and engines not on the node (`elsewhere` selects those),
+/// in per-volume LISTs of [`MAX_SELECTOR_BYTES`] of names at most: none for no volumes.
+async fn read_volumes(
+    reader: &Reader<'_>,
+    volumes: &BTreeSet<String>,
+    elsewhere: &str,
+) -> Result<Vec<Object>, ConfirmError> {
+    // The node's own replicas and engines come from the node's reads: these skip them.
+    let plain = volume_selectors(volumes, None, MAX_SELECTOR_BYTES);
+    let skipping = volume_selectors(volumes, Some(elsewhere), MAX_SELECTOR_BYTES);
+    let reads = RESOURCES.iter().flat_map(|r| {
+        let selectors = match r.confirm {
+            ConfirmRead::Volumes => &plain[..],
+            ConfirmRead::NodeAndVolumes => &skipping[..],
+            _ => &[],
+        };
+        let batches = selectors.len();
+        selectors.iter().enumerate().map(move |(i, (sel, n))| {
+            let what = if batches == 1 {
+                format!("of {n} volumes")
+            } else {
+                format!("of {n} volumes (batch {} of {batches})", i + 1)
+            };
+            reader.list(r.kind, Some(sel), what)
+        })
+    });
+    Ok(try_join_all(reads).await?.into_iter().flatten().collect())
 }
 
 /// How many requests [`read_node_state`] makes for a node whose volumes need `batches`

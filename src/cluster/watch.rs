@@ -247,6 +247,11 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
                 if first && all_listed {
                     tracing::info!("cluster view synced: every watched kind is listed");
                 }
+                // The list's pages are gone: give their memory back (the first sync of each
+                // kind is one burst, so once when all are in).
+                if !first || all_listed {
+                    crate::heap::release();
+                }
             }
             // An event on a resumed watch: the stream is continuous from the resource version
             // the watch had, so the kind is current again.
