@@ -142,7 +142,7 @@ impl Admitter {
         let took = started.elapsed();
         stats::global().confirmation(result, took);
         // The confirmation's bodies and view are gone: give their memory back.
-        crate::heap::release();
+        crate::heap::release_soon();
         tracing::debug!(
             node,
             result = result.as_str(),

@@ -273,7 +273,7 @@ pub fn run(args: CertsArgs) -> ExitCode {
     match generate(&CertsOptions::from(&args)) {
         Ok(g) => {
             let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
-            crate::output::stdout(&format!(
+            let written = crate::output::stdout(&format!(
                 "{}: {ca}; issued a serving certificate for {}\n  CA certificate (caBundle): {}\n  serving certificate:       {}\n  serving key:               {}\n",
                 args.out.display(),
                 g.sans.join(", "),
@@ -281,7 +281,13 @@ pub fn run(args: CertsArgs) -> ExitCode {
                 g.tls_cert.display(),
                 g.tls_key.display()
             ));
-            ExitCode::SUCCESS
+            match written {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("longhorn-guard certs: the certificates are written, but {e}");
+                    ExitCode::from(1)
+                }
+            }
         }
         Err(e) => {
             eprintln!("longhorn-guard certs: {e}");

@@ -66,12 +66,14 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         return bad_input(&format!("node {} is not in {source}{hint}", args.node));
     }
     let analysis = analyze_node(&view, &args.node, &policy, SystemTime::now());
-    match args.output {
-        CheckOutput::Table => crate::output::stdout(&render_table(&analysis)),
-        CheckOutput::Json => crate::output::stdout(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&render_json(&analysis)).unwrap_or_default()
-        )),
+    let text = match args.output {
+        CheckOutput::Table => render_table(&analysis),
+        CheckOutput::Json => {
+            format!("{}\n", serde_json::to_string_pretty(&render_json(&analysis)).unwrap_or_default())
+        }
+    };
+    if let Err(e) = crate::output::stdout(&text) {
+        return bad_input(&e);
     }
     if analysis.would_block() {
         ExitCode::from(1)

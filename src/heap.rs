@@ -22,3 +22,12 @@ pub fn release() {
         tracing::trace!(released, took_us = started.elapsed().as_micros() as u64, "heap trimmed");
     }
 }
+
+/// [`release`] on tokio's blocking pool when a runtime runs, so that no request waits for it;
+/// at once otherwise.
+pub fn release_soon() {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(release)),
+        Err(_) => release(),
+    }
+}

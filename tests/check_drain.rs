@@ -118,20 +118,33 @@ fn policy_relaxes_stopped_replicas() {
 
 #[test]
 fn a_reader_that_goes_away_ends_the_output_without_a_panic() {
-    // `check drain ... | head -1`: the pipe closes before the table is written.
+    // `check drain ... | head -1`: the pipe's reader is gone before the table is written.
     for args in [&["node-1", "--state", DEMO][..], &["node-3", "--state", DEMO, "--output", "json"]] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
             .args(["check", "drain"])
             .args(args)
             .env("LONGHORN_GUARD_LOG", "warn")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
+            .stdout(writer)
+            .output()
             .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(!err.contains("panicked"), "{err}");
         assert_eq!(out.status.code(), Some(if args[0] == "node-1" { 1 } else { 0 }), "{err}");
     }
+}
+
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        .args(["check", "drain", "node-3", "--state", DEMO])
+        .env("LONGHORN_GUARD_LOG", "warn")
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("longhorn-guard check drain: cannot write to standard output: "), "{err}");
 }

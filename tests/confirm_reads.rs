@@ -1,6 +1,6 @@
 //! What a confirmation reads, and when it reads more: the other nodes' instance managers come
-//! as a Table of their printer columns (from Longhorn's CRD), the node's own replicas and
-//! engines are not read twice, and every case where the Table cannot stand in (an API server
+//! as a Table of their printer columns (from Longhorn's CRD), the node's own replicas are not
+//! read twice, objects without a node still come back, and every case where the Table cannot stand in (an API server
 //! that cannot print one, old and new instance managers side by side, an instance manager on
 //! the node without its `longhorn.io/node` label) reads the full list once more and decides as
 //! a snapshot of the same state does. The stand-in API server runs on 127.0.0.1:0 over TLS.
@@ -52,14 +52,15 @@ async fn other_instance_managers_come_as_a_table_and_the_node_is_not_read_twice(
         ["?includeObject=None", "?labelSelector=longhorn.io%2Fnode%3Dnode-3"],
         "{requests:#?}"
     );
-    // Per-volume replica and engine reads leave out what the by-node reads returned.
-    for kind in ["replicas", "engines"] {
+    // The per-volume replica read leaves out what the by-node read returned; engines change
+    // node as volumes attach, so theirs reads them all (the later read's copy is kept).
+    for (kind, tail) in [("replicas", "),longhornnode%21%3Dnode-3"), ("engines", ")")] {
         let per_volume: Vec<&String> = requests
             .iter()
             .filter(|r| r.contains(&format!("/{kind}?labelSelector=longhornvolume")))
             .collect();
         assert_eq!(per_volume.len(), 1, "{requests:#?}");
-        assert!(per_volume[0].ends_with("),longhornnode%21%3Dnode-3"), "{}", per_volume[0]);
+        assert!(per_volume[0].ends_with(tail), "{}", per_volume[0]);
     }
     let volumes = requests.iter().find(|r| r.contains("/volumes?")).unwrap();
     assert!(volumes.ends_with(')'), "{volumes}");
@@ -165,11 +166,61 @@ async fn expected_volumes_are_read_beside_the_node_and_a_short_expectation_is_to
         "{topped_up:#?}"
     );
 
-    // Long by a volume no longer on the node: read, not looked at.
-    let mut long = all.clone();
-    long.insert("pvc-gone".to_string());
-    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
-    let view = confirm::read_node_state_expecting(&fake.client(), DRAINED, &long).await.unwrap();
-    assert_eq!(analyze_node(&view, DRAINED, &policy, now), want);
+    // Long by a volume the cache still places on the node but whose replica there is gone:
+    // read, and not looked at.
+    let gone = all.iter().next().unwrap().clone();
+    let moved: Vec<Value> = items
+        .iter()
+        .filter(|o| {
+            !(o["kind"] == "Replica"
+                && o["spec"]["volumeName"] == gone.as_str()
+                && o["spec"]["nodeID"] == DRAINED)
+        })
+        .cloned()
+        .collect();
+    let fake = FakeApi::start(moved.clone(), Duration::ZERO).await;
+    let view = confirm::read_node_state_expecting(&fake.client(), DRAINED, &all).await.unwrap();
+    let analysis = analyze_node(&view, DRAINED, &policy, now);
+    assert_eq!(analysis, analyze_node(&snapshot_view(&moved), DRAINED, &policy, now));
+    assert_eq!(analysis.volumes.len(), 11);
+    assert!(analysis.volumes.iter().all(|v| v.volume != gone));
+    assert!(view.volume(&gone).is_some(), "{gone} was expected, so it was read");
     assert_eq!(fake.seen.requests().len(), confirm::request_count(1));
+}
+
+#[tokio::test]
+async fn objects_without_a_node_come_back_through_the_per_volume_reads() {
+    // Volume 0's engine has no node (detached: no `longhornnode` label) and it has a fourth
+    // replica not yet scheduled (no node, no label): `longhornnode!=N` still selects them.
+    let mut items = three_replicas(3);
+    let vol = items.iter().find(|o| o["kind"] == "Volume").unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let engine = format!("{vol}-e-0");
+    for e in items.iter_mut().filter(|o| o["kind"] == "Engine" && o["metadata"]["name"] == engine.as_str()) {
+        e["spec"]["nodeID"] = "".into();
+        e["metadata"]["labels"].as_object_mut().unwrap().remove("longhornnode");
+    }
+    let mut unscheduled = items
+        .iter()
+        .find(|o| o["kind"] == "Replica" && o["spec"]["volumeName"] == vol.as_str())
+        .unwrap()
+        .clone();
+    let replica = format!("{vol}-r-ffffffff");
+    unscheduled["metadata"]["name"] = replica.clone().into();
+    unscheduled["metadata"]["labels"].as_object_mut().unwrap().remove("longhornnode");
+    unscheduled["spec"]["nodeID"] = "".into();
+    unscheduled["spec"]["healthyAt"] = "".into();
+    items.push(unscheduled);
+    let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+    let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+    assert!(view.engine(&engine).is_some(), "the engine without a node was not read");
+    assert!(view.replica(&replica).is_some(), "the unscheduled replica was not read");
+    let now = SystemTime::now();
+    let policy = Policy::default();
+    assert_eq!(
+        analyze_node(&view, DRAINED, &policy, now),
+        analyze_node(&snapshot_view(&items), DRAINED, &policy, now)
+    );
 }

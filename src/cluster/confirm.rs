@@ -13,6 +13,7 @@ mod selectors;
 pub mod summary;
 
 use std::collections::BTreeSet;
+use std::sync::atomic::AtomicU64;
 use std::time::SystemTime;
 
 use futures::future::try_join_all;
@@ -24,7 +25,7 @@ use super::{
 };
 use crate::admit::Confirmer;
 use crate::policy::drain::{engines_reported_by, volume_of_engine_name};
-use reader::Reader;
+use reader::{Listed, Reader};
 pub use selectors::{encode_query_value, volume_selectors};
 
 /// Requests one confirmation keeps in flight at most.
@@ -47,6 +48,8 @@ pub enum ConfirmError {
     Decode { what: String, message: String },
     #[error("cannot build the request for {what}: {message}")]
     Request { what: String, message: String },
+    #[error("the API server cannot give {what} in the form asked for (406 Not Acceptable)")]
+    NotAcceptable { what: String },
 }
 
 /// A [`Confirmer`] that reads from the API server through `client`.
@@ -101,65 +104,66 @@ pub async fn read_node_state_expecting(
     expected: &BTreeSet<String>,
 ) -> Result<ClusterView, ConfirmError> {
     let gate = Semaphore::new(MAX_IN_FLIGHT);
-    let reader = &Reader { client, gate: &gate };
+    let sent = AtomicU64::new(0);
+    let reader = &Reader { client, gate: &gate, sent: &sent };
     let by_node = format!("{LONGHORN_NODE_LABEL}={node}");
     let elsewhere = format!("{LONGHORN_NODE_LABEL}!={node}");
     let ims_by_node = format!("{INSTANCE_MANAGER_NODE_LABEL}={node}");
     let on_node = || format!("on node {node}");
 
-    // The node's own objects first: the per-volume reads wait for them. The semaphore is fair,
-    // so these take the first permits.
+    // The node's own reads ask for permits first (the semaphore is fair); the expected volumes'
+    // reads follow at once, the whole kinds after them.
     let node_and_volumes = async {
-        let node_kinds = kinds(|c| c == ConfirmRead::NodeAndVolumes);
+        let node_kinds = kinds(ConfirmRead::by_node);
         let node_reads = async {
             let here = try_join_all(node_kinds.iter().map(|k| reader.list(*k, Some(&by_node), on_node())));
             let ims_here = reader.list(ObjectKind::InstanceManager, Some(&ims_by_node), on_node());
             let (here, ims_here, summary) = futures::try_join!(here, ims_here, reader.summary())?;
             let ims = reader.instance_managers(node, ims_here, summary).await?;
-            Ok::<_, ConfirmError>((here.into_iter().flatten().collect::<Vec<Object>>(), ims))
+            Ok::<_, ConfirmError>((here, ims))
         };
         let early = read_volumes(reader, expected, &elsewhere);
         let ((here, ims), early) = futures::try_join!(node_reads, early)?;
-        let missing: BTreeSet<String> = volumes_on(node, &here, &ims).difference(expected).cloned().collect();
+        let objects =
+            |lists: &[Listed]| lists.iter().flat_map(|l| l.objects.iter().cloned()).collect::<Vec<_>>();
+        let found = volumes_on(node, &objects(&here), &objects(&ims));
+        let missing: BTreeSet<String> = found.difference(expected).cloned().collect();
         let late = read_volumes(reader, &missing, &elsewhere).await?;
-        Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(early).chain(late))
+        Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(early).chain(late).collect::<Vec<_>>())
     };
     let whole = async {
         let reads = RESOURCES.iter().filter_map(|r| match r.confirm {
             ConfirmRead::Whole(sel) => Some(reader.list(r.kind, sel, String::new())),
             _ => None,
         });
-        let mut whole: Vec<Object> = try_join_all(reads).await?.into_iter().flatten().collect();
-        if !whole.iter().any(|o| matches!(o, Object::Node(_)) && o.name() == node) {
+        let mut whole = try_join_all(reads).await?;
+        let is_node = |o: &Object| matches!(o, Object::Node(_)) && o.name() == node;
+        if !whole.iter().flat_map(|l| &l.objects).any(is_node) {
             for r in RESOURCES.iter().filter(|r| r.confirm == ConfirmRead::WhenNodeUnknown) {
-                whole.extend(reader.list(r.kind, None, String::new()).await?);
+                whole.push(reader.list(r.kind, None, String::new()).await?);
             }
         }
         Ok::<_, ConfirmError>(whole)
     };
-    let (node_objects, whole) = futures::try_join!(node_and_volumes, whole)?;
-    // The node's reads and the per-volume reads hold different objects (the latter skip what
-    // is on N); the whole kinds go first, so a Setting or Node read twice keeps the later.
-    let objects = whole.into_iter().filter(is_read).chain(node_objects);
+    let (mut lists, whole) = futures::try_join!(node_and_volumes, whole)?;
+    lists.extend(whole);
+    // An object two reads returned (an engine that changed node between them) keeps the copy
+    // of the read sent later.
+    let objects = reader::in_send_order(lists).filter(is_read);
     Ok(ClusterView::from_objects(Source::Direct, objects, SystemTime::now()))
 }
 
-/// The volumes, and their replicas and engines not on the node (`elsewhere` selects those),
+/// The volumes, their replicas not on the node (`elsewhere` selects those) and their engines,
 /// in per-volume LISTs of [`MAX_SELECTOR_BYTES`] of names at most: none for no volumes.
 async fn read_volumes(
     reader: &Reader<'_>,
     volumes: &BTreeSet<String>,
     elsewhere: &str,
-) -> Result<Vec<Object>, ConfirmError> {
-    // The node's own replicas and engines come from the node's reads: these skip them.
+) -> Result<Vec<Listed>, ConfirmError> {
     let plain = volume_selectors(volumes, None, MAX_SELECTOR_BYTES);
     let skipping = volume_selectors(volumes, Some(elsewhere), MAX_SELECTOR_BYTES);
-    let reads = RESOURCES.iter().flat_map(|r| {
-        let selectors = match r.confirm {
-            ConfirmRead::Volumes => &plain[..],
-            ConfirmRead::NodeAndVolumes => &skipping[..],
-            _ => &[],
-        };
+    let reads = RESOURCES.iter().filter(|r| r.confirm.by_volume()).flat_map(|r| {
+        let selectors = if r.confirm == ConfirmRead::NodeAndVolumesElsewhere { &skipping } else { &plain };
         let batches = selectors.len();
         selectors.iter().enumerate().map(move |(i, (sel, n))| {
             let what = if batches == 1 {
@@ -170,7 +174,7 @@ async fn read_volumes(
             reader.list(r.kind, Some(sel), what)
         })
     });
-    Ok(try_join_all(reads).await?.into_iter().flatten().collect())
+    try_join_all(reads).await
 }
 
 /// How many requests [`read_node_state`] makes for a node whose volumes need `batches`
@@ -180,9 +184,9 @@ async fn read_volumes(
 pub fn request_count(batches: usize) -> usize {
     let count = |f: fn(ConfirmRead) -> bool| RESOURCES.iter().filter(|r| f(r.confirm)).count();
     let whole = count(|c| matches!(c, ConfirmRead::Whole(_)));
-    let by_node = count(|c| c == ConfirmRead::NodeAndVolumes);
+    let by_node = count(ConfirmRead::by_node);
     let summarised = 2 * count(|c| c == ConfirmRead::NodeAndSummary);
-    let by_volume = count(|c| matches!(c, ConfirmRead::Volumes | ConfirmRead::NodeAndVolumes));
+    let by_volume = count(ConfirmRead::by_volume);
     whole + by_node + summarised + by_volume * batches
 }
 
@@ -191,7 +195,7 @@ fn is_read(o: &Object) -> bool {
     !matches!(o, Object::Setting(_)) || readset::is_drain_setting(o.name())
 }
 
-fn kinds(f: impl Fn(ConfirmRead) -> bool) -> Vec<ObjectKind> {
+fn kinds(f: fn(ConfirmRead) -> bool) -> Vec<ObjectKind> {
     RESOURCES.iter().filter(|r| f(r.confirm)).map(|r| r.kind).collect()
 }
 

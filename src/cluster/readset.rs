@@ -29,8 +29,12 @@ pub enum ConfirmRead {
     /// a few objects per node).
     Whole(Option<&'static str>),
     /// Objects labelled `longhornnode=N` (to find N's volumes), then, with the volume kinds,
-    /// every object of those volumes.
+    /// every object of those volumes (engines: they change node as volumes attach, so both
+    /// reads may hold one, and the later read's copy is kept).
     NodeAndVolumes,
+    /// As `NodeAndVolumes`, but the per-volume read skips objects on N (`longhornnode!=N`): the
+    /// node's read holds those (replicas: a replica's node is set once, when it is scheduled).
+    NodeAndVolumesElsewhere,
     /// Objects of N's volumes (`longhornvolume in (...)`).
     Volumes,
     /// N's objects (label `longhorn.io/node=N`) whole, the others as the Table of the CRD's
@@ -41,6 +45,18 @@ pub enum ConfirmRead {
     WhenNodeUnknown,
     /// Not read: drain decisions do not look at this kind.
     Skip,
+}
+
+impl ConfirmRead {
+    /// Read by node first (`longhornnode=N`).
+    pub fn by_node(self) -> bool {
+        matches!(self, Self::NodeAndVolumes | Self::NodeAndVolumesElsewhere)
+    }
+
+    /// Read per volume (`longhornvolume in (...)`).
+    pub fn by_volume(self) -> bool {
+        matches!(self, Self::Volumes | Self::NodeAndVolumes | Self::NodeAndVolumesElsewhere)
+    }
 }
 
 /// One kind the view holds: its API resource, where it lives, how a confirmation reads it.
@@ -131,7 +147,7 @@ pub const RESOURCES: [Resource; 9] = [
         confirm: ConfirmRead::Skip,
     },
     lh(ObjectKind::Volume, "Volume", "volumes", ConfirmRead::Volumes),
-    lh(ObjectKind::Replica, "Replica", "replicas", ConfirmRead::NodeAndVolumes),
+    lh(ObjectKind::Replica, "Replica", "replicas", ConfirmRead::NodeAndVolumesElsewhere),
     lh(ObjectKind::Engine, "Engine", "engines", ConfirmRead::NodeAndVolumes),
     lh(ObjectKind::LonghornNode, "Node", "nodes", ConfirmRead::WhenNodeUnknown),
     // Read whole (a few dozen objects) and kept only for the names in DRAIN_SETTINGS.

@@ -250,7 +250,7 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
                 // The list's pages are gone: give their memory back (the first sync of each
                 // kind is one burst, so once when all are in).
                 if !first || all_listed {
-                    crate::heap::release();
+                    crate::heap::release_soon();
                 }
             }
             // An event on a resumed watch: the stream is continuous from the resource version

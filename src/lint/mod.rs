@@ -136,7 +136,10 @@ pub fn run(args: LintArgs) -> ExitCode {
             format!("{}\n", serde_json::to_string_pretty(&report.findings).unwrap_or_default())
         }
     };
-    crate::output::stdout(&out);
+    if let Err(e) = crate::output::stdout(&out) {
+        eprintln!("longhorn-guard lint: {e}");
+        return ExitCode::from(2);
+    }
     eprintln!(
         "longhorn-guard lint: {} input(s), {} warning(s), {} denied, {} error(s)",
         report.inputs,

@@ -104,7 +104,7 @@ pub async fn refresh_loop(
                 tracing::warn!(error = %e, "cluster checks could not read the cluster; keeping the last findings");
             }
         }
-        crate::heap::release();
+        crate::heap::release_soon();
     }
 }
 

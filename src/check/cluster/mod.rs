@@ -162,12 +162,15 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
         Err(e) => return bad_input(&e.to_string()),
     };
     let report = Report::build(&inv, &view, &policy, SystemTime::now());
-    match args.output {
-        CheckOutput::Table => crate::output::stdout(&report.table()),
+    let text = match args.output {
+        CheckOutput::Table => report.table(),
         CheckOutput::Json => match serde_json::to_string_pretty(&report) {
-            Ok(s) => crate::output::stdout(&format!("{s}\n")),
+            Ok(s) => format!("{s}\n"),
             Err(e) => return bad_input(&format!("cannot render JSON: {e}")),
         },
+    };
+    if let Err(e) = crate::output::stdout(&text) {
+        return bad_input(&e);
     }
     ExitCode::from(report.exit_code())
 }

@@ -28,6 +28,8 @@ pub enum SummaryError {
     MissingColumn(&'static str),
     #[error("row {row} of the instance-manager table has a {column:?} cell that is not text")]
     Cell { row: usize, column: &'static str },
+    #[error("row {row} of the instance-manager table has {cells} cells for {columns} columns")]
+    ShortRow { row: usize, cells: usize, columns: usize },
 }
 
 #[derive(Deserialize)]
@@ -60,12 +62,17 @@ pub fn parse(body: &str) -> Result<Vec<InstanceManager>, SummaryError> {
     }
     let mut out = Vec::with_capacity(table.rows.len());
     for (row, r) in table.rows.iter().enumerate() {
+        // The API server prints every cell (null where a path finds nothing): a short row is
+        // not its answer.
+        if r.cells.len() < table.columns.len() {
+            return Err(SummaryError::ShortRow { row, cells: r.cells.len(), columns: table.columns.len() });
+        }
         let cell = |i: usize| -> Result<Name, SummaryError> {
             match r.cells.get(at[i]) {
                 // A column whose path finds nothing prints as null: the field is unset.
-                None | Some(Value::Null) => Ok(Name::default()),
+                Some(Value::Null) => Ok(Name::default()),
                 Some(Value::String(s)) => Ok(Name::from(s.as_str())),
-                Some(_) => Err(SummaryError::Cell { row, column: COLUMNS[i] }),
+                None | Some(_) => Err(SummaryError::Cell { row, column: COLUMNS[i] }),
             }
         };
         let mut im = InstanceManager::default();
@@ -137,6 +144,8 @@ mod tests {
         assert_eq!(parse(&body).unwrap_err(), SummaryError::Cell { row: 0, column: "State" });
         let body = table(&ALL, json!([{"cells": [null, "v1", "running", "aio", "n1", "1d"]}]));
         assert_eq!(parse(&body).unwrap_err(), SummaryError::Cell { row: 0, column: "Name" });
+        let body = table(&ALL, json!([{"cells": ["im-a", "v1", "running", "aio"]}]));
+        assert_eq!(parse(&body).unwrap_err(), SummaryError::ShortRow { row: 0, cells: 4, columns: 6 });
         assert!(matches!(parse("{\"items\": 1}"), Err(SummaryError::MissingColumn("Name"))));
         assert!(matches!(parse("not json"), Err(SummaryError::Decode(_))));
     }
