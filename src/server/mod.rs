@@ -334,9 +334,16 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         max_connections: args.max_connections,
         client_ca: args.client_ca.clone(),
     };
-    let (addr, handle) =
-        Server::bind(ServerConfig { listen, tls, admitter, limits }).await.map_err(|e| e.to_string())?;
-    Ok((addr, handle, watches))
+    match Server::bind(ServerConfig { listen, tls, admitter, limits }).await {
+        Ok((addr, handle)) => Ok((addr, handle, watches)),
+        Err(e) => {
+            // Stop the watches at once: their failing requests would only bury the reason.
+            if let Some(w) = watches {
+                w.abort();
+            }
+            Err(e.to_string())
+        }
+    }
 }
 
 async fn wait_for_signal() {
