@@ -21,7 +21,10 @@ const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures"
 
 /// 40 minutes after the snapshot's rebuild started (2026-11-30T11:19:51Z).
 fn now() -> SystemTime {
-    SystemTime::from("2026-11-30T12:00:00Z".parse::<jiff::Timestamp>().unwrap())
+    SystemTime::from(
+        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    )
 }
 
 fn read_json(rel: &str) -> Value {
@@ -340,9 +343,21 @@ fn stalled_rebuilds_for_the_metric() {
     assert_eq!((s.volume.as_str(), s.engine.as_str()), ("vol-degraded", "vol-degraded-e-0"));
     assert_eq!(s.replica.as_deref(), Some("vol-degraded-r-7d8e9f0a"));
     assert_eq!(s.progress, 0);
-    assert_eq!(s.since, SystemTime::from("2026-11-30T11:19:51Z".parse::<jiff::Timestamp>().unwrap()));
+    assert_eq!(
+        s.since,
+        SystemTime::from(
+            time::OffsetDateTime::parse(
+                "2026-11-30T11:19:51Z",
+                &time::format_description::well_known::Rfc3339
+            )
+            .unwrap()
+        )
+    );
     // Five minutes into the rebuild nothing is stalled yet.
-    let early = SystemTime::from("2026-11-30T11:24:51Z".parse::<jiff::Timestamp>().unwrap());
+    let early = SystemTime::from(
+        time::OffsetDateTime::parse("2026-11-30T11:24:51Z", &time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    );
     assert!(stalled_rebuilds(&view, &Policy::default(), early).is_empty());
 }
 

@@ -198,7 +198,10 @@ fn parse(o: &Value) -> Object {
 }
 
 fn now() -> SystemTime {
-    SystemTime::from("2026-11-30T12:00:00Z".parse::<jiff::Timestamp>().unwrap())
+    SystemTime::from(
+        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    )
 }
 
 fn policies() -> [Policy; 2] {

@@ -189,7 +189,10 @@ fn view(items: &[Value]) -> ClusterView {
 }
 
 fn now() -> SystemTime {
-    SystemTime::from("2026-11-30T12:00:00Z".parse::<jiff::Timestamp>().unwrap())
+    SystemTime::from(
+        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    )
 }
 
 /// The eviction decision for node-0's instance-manager pod, and the analysis's view of it.

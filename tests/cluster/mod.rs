@@ -9,7 +9,10 @@ use serde_json::{json, Value};
 
 /// The fixed "now" of these views.
 pub fn now() -> SystemTime {
-    SystemTime::from("2026-11-30T12:00:00Z".parse::<jiff::Timestamp>().unwrap())
+    SystemTime::from(
+        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
+            .unwrap(),
+    )
 }
 
 /// A time 30 minutes before [`now`].

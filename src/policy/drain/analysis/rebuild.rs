@@ -2,6 +2,7 @@
 //! replica came up without the storage network; times and durations as messages print them.
 
 use std::time::{Duration, SystemTime};
+use time::format_description::well_known::Rfc3339;
 
 use crate::cluster::{ClusterView, Engine, Replica, Source};
 use crate::policy::Policy;
@@ -37,7 +38,7 @@ pub(super) fn replica_address(engine: &Engine, r: &Replica) -> Vec<String> {
 }
 
 pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
-    s.parse::<jiff::Timestamp>().ok().map(SystemTime::from)
+    time::OffsetDateTime::parse(s, &Rfc3339).ok().map(SystemTime::from)
 }
 
 /// A coarse duration for messages: `45s`, `37m`, `5h`, `3d` (rounded down).
@@ -56,11 +57,15 @@ pub(super) fn age(now: SystemTime, t: SystemTime) -> Duration {
     now.duration_since(t).unwrap_or(Duration::ZERO)
 }
 
-/// Formats a time as RFC 3339 UTC to the second.
+/// Formats a time as RFC 3339 UTC to the nearest second.
 pub fn format_time(t: SystemTime) -> String {
-    match jiff::Timestamp::try_from(t) {
-        Ok(ts) => ts.round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_else(|_| ts.to_string()),
-        Err(_) => "an unknown time".to_string(),
+    // Half a second up, then the fraction off: the nearest second (halves away from the past).
+    let rounded = time::OffsetDateTime::from(t)
+        .checked_add(time::Duration::milliseconds(500))
+        .and_then(|t| t.replace_nanosecond(0).ok());
+    match rounded.and_then(|t| t.format(&Rfc3339).ok()) {
+        Some(s) => s,
+        None => "an unknown time".to_string(),
     }
 }
 
@@ -166,4 +171,22 @@ pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) ->
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_as_rfc3339_and_print_to_the_nearest_second() {
+        let t = parse_time("2026-11-30T11:50:00Z").unwrap();
+        assert_eq!(format_time(t), "2026-11-30T11:50:00Z");
+        assert_eq!(parse_time("2026-11-30T12:50:00+01:00"), Some(t));
+        assert_eq!(format_time(t + Duration::from_millis(499)), "2026-11-30T11:50:00Z");
+        assert_eq!(format_time(t + Duration::from_millis(500)), "2026-11-30T11:50:01Z");
+        assert_eq!(format_time(parse_time("2026-11-30T11:50:59.7Z").unwrap()), "2026-11-30T11:51:00Z");
+        for bad in ["", "yesterday", "2026-11-30", "2026-13-30T11:50:00Z", "2026-11-30T11:50:00"] {
+            assert_eq!(parse_time(bad), None, "{bad}");
+        }
+    }
 }
