@@ -124,9 +124,7 @@ pub async fn read_node_state_expecting(
         };
         let early = read_volumes(reader, expected, &elsewhere);
         let ((here, ims), early) = futures::try_join!(node_reads, early)?;
-        let objects =
-            |lists: &[Listed]| lists.iter().flat_map(|l| l.objects.iter().cloned()).collect::<Vec<_>>();
-        let found = volumes_on(node, &objects(&here), &objects(&ims));
+        let found = volumes_on(node, &objects_of(&here), &objects_of(&ims));
         let missing: BTreeSet<String> = found.difference(expected).cloned().collect();
         let late = read_volumes(reader, &missing, &elsewhere).await?;
         Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(early).chain(late).collect::<Vec<_>>())
@@ -199,11 +197,15 @@ fn kinds(f: fn(ConfirmRead) -> bool) -> Vec<ObjectKind> {
     RESOURCES.iter().filter(|r| f(r.confirm)).map(|r| r.kind).collect()
 }
 
+fn objects_of(lists: &[Listed]) -> Vec<&Object> {
+    lists.iter().flat_map(|l| l.objects.iter()).collect()
+}
+
 /// The volumes with a replica or engine on `node`, or whose engine `node`'s instance managers
 /// report running: the volumes [`crate::policy::drain::analyze_node`] looks at.
-fn volumes_on(node: &str, here: &[Object], ims: &[Object]) -> BTreeSet<String> {
+fn volumes_on(node: &str, here: &[&Object], ims: &[&Object]) -> BTreeSet<String> {
     let mut volumes = BTreeSet::new();
-    for o in here {
+    for o in here.iter().copied() {
         match o {
             Object::Replica(r) => volumes.extend(r.volume().map(str::to_string)),
             Object::Engine(e) => volumes.extend(e.volume().map(str::to_string)),
