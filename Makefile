@@ -57,7 +57,7 @@ lint-example: build ## Lint the shipped samples in examples/lint (warn, deny and
 	@echo '$$ longhorn-guard lint examples/lint/malformed'
 	@$(BIN) lint examples/lint/malformed; rc=$$?; echo "[exit $$rc; 2 expected: unreadable input]"; test $$rc -eq 2
 
-# 250,000 cases per target x 4 targets = 1,000,000 inputs (docs/server.md, "Fuzzing").
+# 250,000 cases per target x 5 targets = 1,250,000 inputs (docs/server.md, "Fuzzing").
 FUZZ_CASES ?= 250000
 fuzz: ## Fuzz every parser and decision: FUZZ_CASES cases per target (release build)
 	FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test fuzz -- --nocapture

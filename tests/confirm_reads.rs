@@ -224,3 +224,28 @@ async fn objects_without_a_node_come_back_through_the_per_volume_reads() {
         analyze_node(&snapshot_view(&items), DRAINED, &policy, now)
     );
 }
+
+#[test]
+fn a_real_api_servers_table_reads_as_the_stand_ins_does() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/confirm/instancemanagers-table.json");
+    let body = std::fs::read_to_string(path).unwrap();
+    let ims = confirm::summary::parse(&body).unwrap();
+    assert_eq!(ims.len(), 30);
+    for (i, im) in ims.iter().enumerate() {
+        assert_eq!(im.spec.node_id, format!("scale-node-{i:03}"));
+        assert_eq!((im.spec.type_.as_str(), im.spec.data_engine.as_str()), ("aio", "v1"));
+        assert_eq!(im.status.current_state, "running");
+        assert!(im.spec.image.is_empty() && im.status.instance_engines.is_empty());
+    }
+    assert!(!confirm::summary::needs_images(&ims));
+    // The stand-in prints the same columns, in the same order, from the fixture CRD.
+    let real: Value = serde_json::from_str(&body).unwrap();
+    let items = three_replicas(1);
+    let c = support::apiserver::collection(IMS).unwrap();
+    let list = support::apiserver::list(&items, IMS, "").unwrap();
+    let fake = support::apiserver::table(&c, &list).unwrap();
+    let names = |t: &Value| -> Vec<Value> {
+        t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].clone()).collect()
+    };
+    assert_eq!(names(&fake), names(&real));
+}

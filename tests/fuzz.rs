@@ -4,13 +4,14 @@
 //! (truncation, flipped bytes, raw random bytes).
 //!
 //! `FUZZ_CASES` sets the cases per target (default 300, sized for CI); `make fuzz` runs
-//! 250,000 per target (1,000,000 in all) in a release build.
+//! 250,000 per target (1,250,000 in all) in a release build.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use longhorn_guard::admit::{Admitter, WebhookKind};
+use longhorn_guard::cluster::confirm::summary;
 use longhorn_guard::cluster::{snapshot, SharedView};
 use longhorn_guard::lint::{lint_inputs, source::Input};
 use longhorn_guard::policy::Policy;
@@ -304,6 +305,24 @@ fn fuzz_policy_files_and_decisions_under_them() {
             let bytes = mutated(&seeds, pick, &edits, &d);
             if let Ok(policy) = Policy::parse(&String::from_utf8_lossy(&bytes)) {
                 let _ = longhorn_guard::policy::validate(&eviction, &view.read(), &policy, SystemTime::now());
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn fuzz_the_instance_manager_table_of_a_confirmation() {
+    // A Table a real kube-apiserver 1.36 printed (tests/data/confirm), mutated and damaged.
+    let seed: Value =
+        serde_json::from_str(&read(&format!("{ROOT}/tests/data/confirm/instancemanagers-table.json")))
+            .unwrap();
+    let seeds = [seed];
+    runner()
+        .run(&mutations(), |(pick, edits, d)| {
+            let text = mutated(&seeds, pick, &edits, &d);
+            if let Ok(ims) = summary::parse(&String::from_utf8_lossy(&text)) {
+                let _ = summary::needs_images(&ims);
             }
             Ok(())
         })
