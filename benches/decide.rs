@@ -296,4 +296,19 @@ fn main() {
     bench("eviction of another pod", &other, &view, &policy);
     bench("cordon (warnings)", &cordon, &view, &policy);
     bench("volume create (1 replica)", &volume, &view, &policy);
+
+    // What a stale allow costs before its reads go out: the volumes the cache has on the
+    // node (`confirm::confirmer` computes them under the view's read lock).
+    let iterations = env_usize("BENCH_ITERATIONS", 2000) / 10;
+    let start = Instant::now();
+    let mut found = 0;
+    for _ in 0..iterations {
+        found = black_box(longhorn_guard::policy::drain::volumes_on_node(&view, &node_name(0))).len();
+    }
+    let per = start.elapsed() / iterations.max(1) as u32;
+    println!(
+        "{:<32} {:>9.1} us/confirmation ({found} volumes)",
+        "expected volumes of a confirmation",
+        per.as_secs_f64() * 1e6
+    );
 }

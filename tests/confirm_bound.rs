@@ -30,7 +30,7 @@ async fn snapshot_and_confirmed(items: &[Value]) -> (Value, Value, FakeApi) {
     let fake = FakeApi::start(items.to_vec(), HOLD).await;
     // As `serve` confirms: expecting the volumes the stale view has on the node.
     let stale = SharedView::new(stale_watch_view(items));
-    let confirmer = confirm::confirmer_expecting(fake.client(), stale.clone());
+    let confirmer = confirm::confirmer(fake.client(), stale.clone());
     let confirming = Admitter::new(stale, policy, Some(confirmer));
     let confirmed = confirming.admit(WebhookKind::Validate, &body, Duration::from_secs(20)).await.unwrap();
     assert!(confirmed.decision.confirm_node.is_none());
@@ -110,11 +110,9 @@ async fn an_api_error_denies_as_could_not_confirm() {
     client_config.cluster_url = format!("https://127.0.0.1:{}/nowhere", fake.addr.port()).parse().unwrap();
     let client = longhorn_guard::cluster::client::build(client_config).unwrap();
     let items = state(&Layout { volumes: 1, replica_nodes: &["node-1", DRAINED], failed_elsewhere: 0 });
-    let admitter = Admitter::new(
-        SharedView::new(stale_watch_view(&items)),
-        Arc::new(Policy::default()),
-        Some(confirm::confirmer(client)),
-    );
+    let view = SharedView::new(stale_watch_view(&items));
+    let admitter =
+        Admitter::new(view.clone(), Arc::new(Policy::default()), Some(confirm::confirmer(client, view)));
     let out = admitter
         .admit(WebhookKind::Validate, &eviction_of_drained(&items), Duration::from_secs(5))
         .await

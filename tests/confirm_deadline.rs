@@ -5,25 +5,16 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{confirm, SharedView};
 use longhorn_guard::policy::Policy;
 use longhorn_guard::server::{Limits, Server, ServerConfig};
 use longhorn_guard::tls::TlsFiles;
 use serde_json::Value;
+use support::generated::{fixture_items, watch_view_aged};
 use support::*;
-
-/// The fixture snapshot's objects as a watch-fed view last updated `age` ago.
-fn stale_watch_view(age: Duration) -> ClusterView {
-    let list: Value = serde_json::from_slice(&std::fs::read(SNAPSHOT).unwrap()).unwrap();
-    let objects = list["items"].as_array().unwrap().iter().filter_map(|o| {
-        let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
-        Some(Object::from_value(kind, o.clone()).unwrap())
-    });
-    ClusterView::from_objects(Source::Watch, objects, SystemTime::now() - age)
-}
 
 #[tokio::test]
 async fn hanging_api_server_gets_the_unconfirmed_429_within_the_deadline() {
@@ -40,8 +31,9 @@ async fn hanging_api_server_gets_the_unconfirmed_429_within_the_deadline() {
     let config = kube::Config::new(format!("https://{api_addr}").parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
 
-    let view = SharedView::new(stale_watch_view(Duration::from_secs(120)));
-    let admitter = Admitter::new(view, Arc::new(Policy::default()), Some(confirm::confirmer(client)));
+    let view = SharedView::new(watch_view_aged(&fixture_items(), Duration::from_secs(120)));
+    let admitter =
+        Admitter::new(view.clone(), Arc::new(Policy::default()), Some(confirm::confirmer(client, view)));
     let certs = tempfile::tempdir().unwrap();
     longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
     let limits = Limits { request_timeout: Duration::from_secs(2), ..test_limits() };

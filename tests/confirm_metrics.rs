@@ -4,13 +4,14 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{confirm, SharedView};
 use longhorn_guard::policy::Policy;
 use serde_json::Value;
 use support::apiserver::FakeApi;
+use support::generated::{fixture_items, stale_watch_view};
 use support::*;
 
 fn metric(text: &str, series: &str) -> Option<u64> {
@@ -19,20 +20,11 @@ fn metric(text: &str, series: &str) -> Option<u64> {
 
 #[tokio::test]
 async fn a_confirmed_eviction_shows_in_metrics() {
-    let list: Value = serde_json::from_slice(&std::fs::read(SNAPSHOT).unwrap()).unwrap();
-    let items = list["items"].as_array().unwrap().clone();
+    let items = fixture_items();
     let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
-    let objects = items.iter().filter_map(|o| {
-        let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
-        Some(Object::from_value(kind, o.clone()).unwrap())
-    });
-    let stale =
-        ClusterView::from_objects(Source::Watch, objects, SystemTime::now() - Duration::from_secs(600));
-    let admitter = Admitter::new(
-        SharedView::new(stale),
-        Arc::new(Policy::default()),
-        Some(confirm::confirmer(fake.client())),
-    );
+    let stale = SharedView::new(stale_watch_view(&items));
+    let confirmer = confirm::confirmer(fake.client(), stale.clone());
+    let admitter = Admitter::new(stale, Arc::new(Policy::default()), Some(confirmer));
     let server = TestServer::with_admitter(admitter).await;
     let (addr, tls) = (server.addr, &server.client);
 

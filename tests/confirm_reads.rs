@@ -136,7 +136,7 @@ async fn a_node_without_a_kubernetes_node_reads_longhorn_nodes() {
 #[tokio::test]
 async fn expected_volumes_are_read_beside_the_node_and_a_short_expectation_is_topped_up() {
     let items = three_replicas(12);
-    let all = confirm::expected_volumes(&snapshot_view(&items), DRAINED);
+    let all = longhorn_guard::policy::drain::volumes_on_node(&snapshot_view(&items), DRAINED);
     assert_eq!(all.len(), 12);
     let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
     let policy = Policy::default();

@@ -812,7 +812,8 @@ async fn stale_view_and_unreachable_api_server_deny_as_unconfirmed() {
 
     let long_ago = SystemTime::now() - Duration::from_secs(3600);
     let view = SharedView::new(State::base().watch_view(long_ago));
-    let admitter = Admitter::new(view, Arc::new(Policy::default()), Some(confirm::confirmer(client)));
+    let confirmer = confirm::confirmer(client, view.clone());
+    let admitter = Admitter::new(view, Arc::new(Policy::default()), Some(confirmer));
     let body = eviction_body("node-3").to_string();
     let out = admitter.admit(WebhookKind::Validate, body.as_bytes(), Duration::from_secs(5)).await.unwrap();
     assert!(!out.decision.allowed, "a stale view must never allow: {:?}", out.decision);

@@ -12,14 +12,13 @@ use axum::extract::{Request, State};
 use axum::response::IntoResponse;
 use axum::Json;
 use longhorn_guard::admit::{Admitter, WebhookKind};
-use longhorn_guard::cluster::{confirm, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{confirm, SharedView, Source};
 use longhorn_guard::policy::drain::analyze_node;
 use longhorn_guard::policy::Policy;
 use serde_json::{json, Value};
 use support::apiserver::respond;
+use support::generated::{fixture_items as snapshot_items, stale_watch_view};
 
-const SNAPSHOT: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
 const EVICTION: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");
 const IM_NODE_3: &str = "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e";
@@ -61,21 +60,8 @@ fn client(addr: SocketAddr) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
-fn snapshot_items() -> Vec<Value> {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(SNAPSHOT).unwrap()).unwrap();
-    v["items"].as_array().unwrap().clone()
-}
-
 fn stale_view() -> SharedView {
-    let objects = snapshot_items().into_iter().filter_map(|o| {
-        let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
-        Some(Object::from_value(kind, o).unwrap())
-    });
-    SharedView::new(ClusterView::from_objects(
-        Source::Watch,
-        objects,
-        SystemTime::now() - Duration::from_secs(600),
-    ))
+    SharedView::new(stale_watch_view(&snapshot_items()))
 }
 
 fn eviction_node_3() -> Vec<u8> {
@@ -106,8 +92,12 @@ async fn confirmation_reads_are_consistent_lists_and_build_the_same_picture() {
 #[tokio::test]
 async fn stale_allow_is_confirmed_by_a_fresh_read() {
     let (addr, _) = serve(snapshot_items()).await;
-    let admitter =
-        Admitter::new(stale_view(), Arc::new(Policy::default()), Some(confirm::confirmer(client(addr))));
+    let view = stale_view();
+    let admitter = Admitter::new(
+        view.clone(),
+        Arc::new(Policy::default()),
+        Some(confirm::confirmer(client(addr), view)),
+    );
     let out =
         admitter.admit(WebhookKind::Validate, &eviction_node_3(), Duration::from_secs(5)).await.unwrap();
     assert!(out.decision.allowed, "{:?}", out.decision.status);
@@ -125,8 +115,12 @@ async fn stale_allow_turns_into_a_denial_when_fresh_state_is_unsafe() {
         }
     }
     let (addr, _) = serve(items).await;
-    let admitter =
-        Admitter::new(stale_view(), Arc::new(Policy::default()), Some(confirm::confirmer(client(addr))));
+    let view = stale_view();
+    let admitter = Admitter::new(
+        view.clone(),
+        Arc::new(Policy::default()),
+        Some(confirm::confirmer(client(addr), view)),
+    );
     let out =
         admitter.admit(WebhookKind::Validate, &eviction_node_3(), Duration::from_secs(5)).await.unwrap();
     assert!(!out.decision.allowed);

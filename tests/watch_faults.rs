@@ -67,7 +67,8 @@ impl Guard {
         let view = SharedView::new(ClusterView::new(Source::Watch));
         let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), recheck_after));
         let policy = Policy::parse("drain:\n  maxViewAge: 60s\n").unwrap();
-        let admitter = Admitter::new(view.clone(), Arc::new(policy), Some(confirm::confirmer(client)));
+        let admitter =
+            Admitter::new(view.clone(), Arc::new(policy), Some(confirm::confirmer(client, view.clone())));
         let guard = Self { server: TestServer::with_admitter(admitter).await, view, watches };
         until("the first list of every kind", || guard.view.read().freshness().synced).await;
         guard

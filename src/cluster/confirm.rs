@@ -24,7 +24,7 @@ use super::{
     ClusterView, Object, ObjectKind, SharedView, Source, INSTANCE_MANAGER_NODE_LABEL, LONGHORN_NODE_LABEL,
 };
 use crate::admit::Confirmer;
-use crate::policy::drain::{engines_reported_by, volume_of_engine_name};
+use crate::policy::drain::{engines_reported_by, volume_of_engine_name, volumes_on_node};
 use reader::{Listed, Reader};
 pub use selectors::{encode_query_value, volume_selectors};
 
@@ -52,37 +52,17 @@ pub enum ConfirmError {
     NotAcceptable { what: String },
 }
 
-/// A [`Confirmer`] that reads from the API server through `client`.
-pub fn confirmer(client: kube::Client) -> Confirmer {
+/// A [`Confirmer`] that reads from the API server through `client`, starting at once on the
+/// volumes `view` (the watch cache it confirms) has on the node, beside the node's own reads,
+/// instead of after them (see [`read_node_state_expecting`]).
+pub fn confirmer(client: kube::Client, view: SharedView) -> Confirmer {
     std::sync::Arc::new(move |node: String| {
         let client = client.clone();
-        Box::pin(async move { read_node_state(&client, &node).await.map_err(|e| e.to_string()) })
-    })
-}
-
-/// A [`Confirmer`] that reads from the API server through `client` and starts reading the
-/// volumes `view` (the watch cache it confirms) has on the node at once, beside the node's own
-/// reads, instead of after them (see [`read_node_state_expecting`]).
-pub fn confirmer_expecting(client: kube::Client, view: SharedView) -> Confirmer {
-    std::sync::Arc::new(move |node: String| {
-        let client = client.clone();
-        let expected = expected_volumes(&view.read(), &node);
+        let expected = volumes_on_node(&view.read(), &node);
         Box::pin(async move {
             read_node_state_expecting(&client, &node, &expected).await.map_err(|e| e.to_string())
         })
     })
-}
-
-/// The volumes `view` has on `node` (a replica or engine there, or an engine its instance
-/// managers report): what a confirmation is expected to find.
-pub fn expected_volumes(view: &ClusterView, node: &str) -> BTreeSet<String> {
-    let replicas = view.replicas_on_node(node).filter_map(|r| r.volume());
-    let engines = view.engines_on_node(node).filter_map(|e| e.volume());
-    let mut volumes: BTreeSet<String> = replicas.chain(engines).map(str::to_string).collect();
-    for engine in engines_reported_by(view.instance_managers_on_node(node)) {
-        volumes.extend(volume_of_engine_name(&engine).map(str::to_string));
-    }
-    volumes
 }
 
 /// Reads everything a drain decision for `node` rests on, as the read-set declares it: the

@@ -14,8 +14,8 @@ use std::time::SystemTime;
 
 pub use analysis::{
     analyze_node, analyze_node_with, analyze_volumes, carries_data, format_time, override_reason,
-    stalled_rebuilds, volume_verdict, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport,
-    WhyNot, ALLOW_DRAIN_ANNOTATION,
+    stalled_rebuilds, volume_verdict, volumes_on_node, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict,
+    VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use index::DrainIndex;
 pub use instances::{

@@ -162,8 +162,14 @@ pub fn snapshot_view(items: &[Value]) -> ClusterView {
     ClusterView::from_objects(Source::Snapshot("generated".into()), objects(items), SystemTime::now())
 }
 
+/// `items` as a watch-fed view last updated ten minutes ago.
 pub fn stale_watch_view(items: &[Value]) -> ClusterView {
-    ClusterView::from_objects(Source::Watch, objects(items), SystemTime::now() - Duration::from_secs(600))
+    watch_view_aged(items, Duration::from_secs(600))
+}
+
+/// `items` as a watch-fed view last updated `age` ago.
+pub fn watch_view_aged(items: &[Value], age: Duration) -> ClusterView {
+    ClusterView::from_objects(Source::Watch, objects(items), SystemTime::now() - age)
 }
 
 pub fn eviction_of_drained(items: &[Value]) -> Vec<u8> {

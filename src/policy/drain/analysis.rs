@@ -38,6 +38,21 @@ pub fn analyze_node(view: &ClusterView, node: &str, policy: &Policy, now: System
     analyze_node_with(view, node, policy, now, node_override)
 }
 
+/// The volumes a drain of `node` looks at: those with a replica or engine there, or an engine
+/// or engine frontend its instance managers run.
+pub fn volumes_on_node(view: &ClusterView, node: &str) -> BTreeSet<String> {
+    let mut names = volumes_with_objects_on(view, node);
+    names.extend(node_instances(view, node).by_volume.into_keys());
+    names
+}
+
+/// The volumes with a replica or engine object on `node`.
+fn volumes_with_objects_on(view: &ClusterView, node: &str) -> BTreeSet<String> {
+    let replicas = view.replicas_on_node(node).filter_map(Replica::volume);
+    let engines = view.engines_on_node(node).filter_map(Engine::volume);
+    replicas.chain(engines).map(str::to_string).collect()
+}
+
 /// [`analyze_node`] with the node override given by the caller (e.g. from the Node object
 /// in an admission request, which may be newer than the view).
 pub fn analyze_node_with(
@@ -47,17 +62,7 @@ pub fn analyze_node_with(
     now: SystemTime,
     node_override: Option<String>,
 ) -> NodeAnalysis {
-    let mut names: BTreeSet<String> = BTreeSet::new();
-    for r in view.replicas_on_node(node) {
-        if let Some(v) = r.volume() {
-            names.insert(v.to_string());
-        }
-    }
-    for e in view.engines_on_node(node) {
-        if let Some(v) = e.volume() {
-            names.insert(v.to_string());
-        }
-    }
+    let mut names = volumes_with_objects_on(view, node);
     let instances = node_instances(view, node);
     names.extend(instances.by_volume.keys().cloned());
     let volumes = names.into_iter().map(|v| {
