@@ -39,11 +39,17 @@ async fn snapshot_and_confirmed(items: &[Value]) -> (Value, Value, FakeApi) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmation_makes_at_most_ten_requests_for_10_and_1000_volumes() {
-    for volumes in [10, 1_000] {
+    // Without an expectation (`check drain`) and with the cache's (`serve`).
+    for (volumes, expecting) in [(10, false), (1_000, false), (10, true), (1_000, true)] {
         let items =
             state(&Layout { volumes, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
         let fake = FakeApi::start(items.clone(), HOLD).await;
-        let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+        let expected = if expecting {
+            longhorn_guard::policy::drain::volumes_on_node(&snapshot_view(&items), DRAINED)
+        } else {
+            Default::default()
+        };
+        let view = confirm::read_node_state_expecting(&fake.client(), DRAINED, &expected).await.unwrap();
         let requests = fake.seen.requests();
         assert_eq!(requests.len(), confirm::request_count(1), "{volumes} volumes: {requests:#?}");
         assert!(requests.len() <= 10, "{volumes} volumes: {} requests", requests.len());

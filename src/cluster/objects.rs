@@ -337,6 +337,20 @@ pub struct InstanceManager {
     pub status: InstanceManagerStatus,
 }
 
+impl InstanceManager {
+    /// The data engine whose replicas it can run (`v1` when unset), or `None` for an
+    /// instance manager of engines only (type `engine`).
+    pub fn replica_engine(&self) -> Option<&str> {
+        matches!(self.spec.type_.as_str(), "aio" | "replica" | "").then(|| {
+            if self.spec.data_engine.is_empty() {
+                "v1"
+            } else {
+                self.spec.data_engine.as_str()
+            }
+        })
+    }
+}
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct InstanceManagerSpec {

@@ -96,10 +96,9 @@ pub fn parse(body: &str) -> Result<Vec<InstanceManager>, SummaryError> {
 /// and new side by side). The Table has no image, so the full list is read then.
 pub fn needs_images(ims: &[InstanceManager]) -> bool {
     let mut seen = std::collections::BTreeSet::new();
-    ims.iter().filter(|im| matches!(im.spec.type_.as_str(), "aio" | "replica" | "")).any(|im| {
-        let engine = if im.spec.data_engine.is_empty() { "v1" } else { im.spec.data_engine.as_str() };
-        !seen.insert((im.spec.node_id.as_str(), engine))
-    })
+    ims.iter()
+        .filter_map(|im| Some((im.spec.node_id.as_str(), im.replica_engine()?)))
+        .any(|site| !seen.insert(site))
 }
 
 #[cfg(test)]

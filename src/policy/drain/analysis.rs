@@ -174,13 +174,8 @@ fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a Ins
     }
     let node = r.node()?;
     let engine = if r.spec.data_engine.is_empty() { "v1" } else { r.spec.data_engine.as_str() };
-    let candidates: Vec<&InstanceManager> = view
-        .instance_managers_on_node(node)
-        .filter(|im| {
-            let im_engine = if im.spec.data_engine.is_empty() { "v1" } else { im.spec.data_engine.as_str() };
-            im_engine == engine && matches!(im.spec.type_.as_str(), "aio" | "replica" | "")
-        })
-        .collect();
+    let candidates: Vec<&InstanceManager> =
+        view.instance_managers_on_node(node).filter(|im| im.replica_engine() == Some(engine)).collect();
     if candidates.len() <= 1 {
         return candidates.first().copied();
     }
