@@ -431,7 +431,38 @@ fn the_command_prints_a_table_or_json_and_exits_by_severity() {
         "apiVersion: longhorn.io/v1beta2\nkind: Snapshot\nmetadata:\n  name: s\nstatus:\n  size: big\n",
     )
     .unwrap();
+    let (code, out, err) = run(&["--state", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "a malformed object is an error finding, not a failed run: {err}");
+    assert!(
+        out.contains("== snapshot-retention\nerror    snapshots                                1 Snapshot could not be read and was left out of this check: s; s: invalid type: string \"big\", expected i64"),
+        "{out}"
+    );
+    std::fs::write(&bad, "items: [\n").unwrap();
     let (code, _, err) = run(&["--state", bad.to_str().unwrap()]);
-    assert_eq!(code, 2);
-    assert!(err.contains("document 1: Snapshot s (longhorn.io/v1beta2): invalid type"), "{err}");
+    assert_eq!(code, 2, "a file that is no snapshot still cannot be checked");
+    assert!(err.starts_with("longhorn-guard check cluster: "), "{err}");
+}
+
+#[test]
+fn a_malformed_object_is_an_error_under_its_check_and_the_rest_is_checked() {
+    let r = quiet_with(|d| {
+        item(d, "Snapshot", "data-snap-2")["status"]["size"] = json!("big");
+        item(d, "Volume", "data")["spec"]["numberOfReplicas"] = json!("three");
+    });
+    let retention = of(&r, Check::SnapshotRetention);
+    assert_eq!(retention.len(), 1, "{retention:?}");
+    assert_eq!((retention[0].0, retention[0].1.as_str()), (Severity::Error, "snapshots"));
+    assert!(retention[0].2.starts_with("1 Snapshot could not be read and was left out of this check: data-snap-2; data-snap-2: invalid type"), "{}", retention[0].2);
+    let health = of(&r, Check::VolumeHealth);
+    assert!(
+        health.iter().any(|(s, o, m)| *s == Severity::Error
+            && o == "volumes"
+            && m.starts_with("1 Volume could not be read")),
+        "{health:?}"
+    );
+    assert_eq!(r.exit_code(), 1);
+    assert_eq!(r.summary.errors, 2, "{:?}", r.findings);
+    // The other checks still ran: every node is still reported for drain readiness.
+    let quiet = quiet_with(|_| {});
+    assert_eq!(of(&r, Check::DrainReadiness).len(), of(&quiet, Check::DrainReadiness).len());
 }

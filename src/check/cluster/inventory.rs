@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::unreadable::Unreadable;
 use crate::cluster::meta::{kept_where, SmallMap};
 use crate::cluster::{Condition, Name, Object, ObjectKind, LONGHORN_API_VERSION};
 
@@ -191,47 +192,64 @@ pub struct Inventory {
     pub snapshots: BTreeMap<String, SnapshotTotals>,
     /// Kinds that were read (a snapshot file may lack some; the live cluster may not serve one).
     pub read: BTreeSet<&'static str>,
+    /// Objects that could not be read: left out, and reported as errors.
+    pub unreadable: Unreadable,
 }
 
 impl Inventory {
     /// Takes one item of any kind: drain-view kinds are returned as view objects (and also
     /// read here when `check cluster` needs more of them); other kinds it reads are kept here;
-    /// the rest are skipped. `Err` is a one-line reason naming the item.
-    pub fn ingest(&mut self, item: Value) -> Result<Option<Object>, String> {
+    /// the rest are skipped. An item that cannot be read is recorded in
+    /// [`Self::unreadable`] and left out.
+    pub fn ingest(&mut self, item: Value) -> Option<Object> {
         self.take(item, true)
     }
 
     /// [`Self::ingest`] for a caller that keeps its own view: nothing is returned.
-    pub fn note(&mut self, item: Value) -> Result<(), String> {
-        self.take(item, false).map(|_| ())
+    pub fn note(&mut self, item: Value) {
+        self.take(item, false);
     }
 
-    fn take(&mut self, item: Value, view_object: bool) -> Result<Option<Object>, String> {
+    fn take(&mut self, item: Value, view_object: bool) -> Option<Object> {
         let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
         let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
         let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
-        let bad = |e: serde_json::Error| format!("{kind} {name} ({api_version}): {e}");
+        match self.read_item(item, view_object, (&api_version, &kind, &name)) {
+            Ok(o) => o,
+            Err(e) => {
+                self.unreadable.add(&api_version, &kind, &name, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn read_item(
+        &mut self,
+        item: Value,
+        view_object: bool,
+        (api_version, kind, name): (&str, &str, &str),
+    ) -> Result<Option<Object>, serde_json::Error> {
         if api_version == LONGHORN_API_VERSION {
-            match kind.as_str() {
-                "Node" => self.nodes.push(serde_json::from_value(item.clone()).map_err(bad)?),
-                "Volume" => self.volumes.push(serde_json::from_value(item.clone()).map_err(bad)?),
+            match kind {
+                "Node" => self.nodes.push(serde_json::from_value(item.clone())?),
+                "Volume" => self.volumes.push(serde_json::from_value(item.clone())?),
                 "Setting" => {
                     let value = item.get("value").and_then(Value::as_str).unwrap_or_default();
-                    self.settings.insert(name.clone(), value.to_string());
+                    self.settings.insert(name.to_string(), value.to_string());
                     self.setting_objects.push(item.clone());
                 }
                 "BackupTarget" => {
-                    self.backup_targets.push(serde_json::from_value(item).map_err(bad)?);
+                    self.backup_targets.push(serde_json::from_value(item)?);
                     self.read.insert("BackupTarget");
                     return Ok(None);
                 }
                 "RecurringJob" => {
-                    self.recurring_jobs.push(serde_json::from_value(item).map_err(bad)?);
+                    self.recurring_jobs.push(serde_json::from_value(item)?);
                     self.read.insert("RecurringJob");
                     return Ok(None);
                 }
                 "Snapshot" => {
-                    let s: SnapshotItem = serde_json::from_value(item).map_err(bad)?;
+                    let s: SnapshotItem = serde_json::from_value(item)?;
                     self.add_snapshot(s);
                     self.read.insert("Snapshot");
                     return Ok(None);
@@ -241,8 +259,8 @@ impl Inventory {
         } else if api_version == "storage.k8s.io/v1" && kind == "StorageClass" {
             self.storage_classes.push(item.clone());
         }
-        match ObjectKind::from_type(&api_version, &kind).filter(|_| view_object) {
-            Some(k) => Object::from_value(k, item).map(Some).map_err(bad),
+        match ObjectKind::from_type(api_version, kind).filter(|_| view_object) {
+            Some(k) => Object::from_value(k, item).map(Some),
             None => Ok(None),
         }
     }
@@ -291,24 +309,35 @@ mod tests {
             let item = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Snapshot",
                 "metadata": {"name": name}, "spec": {"volume": vol},
                 "status": {"size": size, "markRemoved": removed}});
-            assert!(inv.ingest(item).unwrap().is_none());
+            assert!(inv.ingest(item).is_none());
         }
         assert_eq!(inv.snapshots["v"], SnapshotTotals { count: 1, bytes: 15 });
         assert_eq!(inv.snapshots["w"], SnapshotTotals { count: 1, bytes: 1 });
     }
 
     #[test]
-    fn view_kinds_are_returned_and_bad_items_named() {
+    fn view_kinds_are_returned_and_bad_items_recorded() {
         let mut inv = Inventory::default();
         let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
-        assert!(matches!(inv.ingest(node), Ok(Some(Object::Node(_)))));
+        assert!(matches!(inv.ingest(node), Some(Object::Node(_))));
         let vol = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Volume", "metadata": {"name": "v"},
             "spec": {"numberOfReplicas": "three"}});
-        let err = inv.ingest(vol).unwrap_err();
-        assert!(err.starts_with("Volume v (longhorn.io/v1beta2): invalid type"), "{err}");
+        assert!(inv.ingest(vol).is_none());
+        let snap = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Snapshot", "metadata": {"name": "s"},
+            "status": {"size": "big"}});
+        inv.note(snap);
+        assert!(inv.snapshots.is_empty());
+        let found = inv.unreadable.findings();
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].message.contains("s: invalid type: string \"big\", expected i64"),
+            "{}",
+            found[0].message
+        );
+        assert!(found[1].message.contains("v: invalid type"), "{}", found[1].message);
         let job = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "RecurringJob", "metadata": {"name": "j"},
             "spec": {"task": "backup", "retain": 7, "groups": ["default"]}});
-        assert!(inv.ingest(job).unwrap().is_none());
+        assert!(inv.ingest(job).is_none());
         assert_eq!(inv.recurring_jobs[0].spec.retain, 7);
         inv.settings.insert("snapshot-max-count".into(), "x".into());
         assert!(inv.setting_int("snapshot-max-count").is_err());

@@ -170,9 +170,9 @@ async fn list_kind(
                     map.entry("kind").or_insert_with(|| Value::from(r.kind));
                 }
                 if objects.is_none() {
-                    inv.note(item)?;
-                } else if let Some(o) = inv.ingest(item)? {
-                    got.push(o);
+                    inv.note(item);
+                } else {
+                    got.extend(inv.ingest(item));
                 }
             }
         }

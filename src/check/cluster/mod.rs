@@ -10,6 +10,7 @@ pub mod finding;
 pub mod inventory;
 pub mod live;
 pub mod metrics;
+pub mod unreadable;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -134,10 +135,8 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
         &text,
         || (Inventory::default(), Vec::new()),
         |(inv, objects): &mut (Inventory, Vec<Object>), _label, item| {
-            if let Some(o) = inv.ingest(item)? {
-                objects.push(o);
-            }
-            Ok(())
+            objects.extend(inv.ingest(item));
+            Ok::<(), String>(())
         },
     )
     .map_err(|e| SnapshotError::from_items(path, e))?;

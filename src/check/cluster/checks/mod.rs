@@ -11,14 +11,16 @@ use super::inventory::Inventory;
 use crate::cluster::ClusterView;
 use crate::policy::Policy;
 
-/// Runs every check, in report order; also returns the per-node drain counts.
+/// Runs every check, in report order (after the objects that could not be read); also
+/// returns the per-node drain counts.
 pub fn run_all(
     inv: &Inventory,
     view: &ClusterView,
     policy: &Policy,
     now: SystemTime,
 ) -> (Vec<Finding>, Vec<volumes::NodeReadiness>) {
-    let mut out = nodes::node_conditions(inv);
+    let mut out = inv.unreadable.findings();
+    out.extend(nodes::node_conditions(inv));
     out.extend(nodes::disk_space(inv));
     out.extend(backups::backup_target(inv));
     out.extend(backups::recurring_jobs(inv));
