@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod confirm;
+mod freshness;
 pub mod index;
 mod kinds;
 pub mod meta;
@@ -24,59 +25,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use nameset::{add, del, Index};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
+pub use freshness::{Freshness, Source};
 pub use index::ViewIndex;
 pub use objects::*;
 pub use relist::Relist;
-
-/// Where the view's data came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// A snapshot file: the snapshot is the truth, it never goes stale.
-    Snapshot(String),
-    /// Live watches against the API server.
-    Watch,
-    /// Built in code (tests, confirmation reads).
-    Direct,
-}
-
-/// How current the view is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Freshness {
-    pub source: Source,
-    /// True once every watched kind has finished its initial list.
-    pub synced: bool,
-    /// When the least recently updated kind last received data (initial list, event or
-    /// confirmation read): the view is as old as its oldest kind, so one failing watch makes
-    /// the whole view age. `None` until every kind has received data.
-    pub updated_at: Option<SystemTime>,
-    /// Objects (`kind/name`) the watches saw but could not read; while any is listed the view
-    /// is not trusted for an allow.
-    pub unreadable: Vec<String>,
-    /// Kinds whose watch failed (API server unreachable, `410 Gone`, ...) and has neither been
-    /// relisted nor delivered an event since: the view is stale whatever its age.
-    pub failing: Vec<&'static str>,
-}
-
-impl Freshness {
-    /// How old the view's data is at `now` (zero for snapshots; `None` before the first sync).
-    pub fn age(&self, now: SystemTime) -> Option<Duration> {
-        match self.source {
-            Source::Snapshot(_) => Some(Duration::ZERO),
-            _ => self.updated_at.map(|t| now.duration_since(t).unwrap_or(Duration::ZERO)),
-        }
-    }
-
-    /// True when the data may be relied on for an allow at `now` given the bound `max_age`:
-    /// synced, every object readable, no watch failing, and every kind updated within `max_age`.
-    pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
-        self.synced
-            && self.unreadable.is_empty()
-            && self.failing.is_empty()
-            && self.age(now).is_some_and(|a| a <= max_age)
-    }
-}
 
 /// Progress of one rebuild as first seen at a given value, for stall detection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,57 +281,6 @@ impl ClusterView {
                 Object::InstanceManager(old)
             }
         })
-    }
-
-    /// Records that the watch of `kind` failed: until the kind is relisted
-    /// ([`ClusterView::replace_kind`]) or its resumed watch delivers an event
-    /// ([`ClusterView::note_watch_recovered`]) the view may lack events and is not fresh,
-    /// however recently it received data.
-    pub fn note_watch_failed(&mut self, kind: ObjectKind) {
-        self.failing.insert(kind);
-    }
-
-    /// Records that the watch of `kind` delivered an event after a failure: it resumed from
-    /// its resource version, so the stream is continuous and the kind current again.
-    pub fn note_watch_recovered(&mut self, kind: ObjectKind) {
-        self.failing.remove(&kind);
-    }
-
-    /// Records that the view holds a complete initial list of every kind.
-    pub fn mark_synced(&mut self, now: SystemTime) {
-        self.synced = true;
-        self.touch(now);
-    }
-
-    /// Records that data for every kind arrived at `now` (a snapshot or a confirmation read).
-    pub fn touch(&mut self, now: SystemTime) {
-        for kind in ObjectKind::ALL {
-            self.touch_kind(kind, now);
-        }
-    }
-
-    /// Records that data for `kind` arrived at `now` (an event or a completed list).
-    pub fn touch_kind(&mut self, kind: ObjectKind, now: SystemTime) {
-        let t = self.kind_updated.entry(kind).or_insert(now);
-        if *t < now {
-            *t = now;
-        }
-    }
-
-    /// Records that a watched object could not be read. The previous version (if any) stays
-    /// in the view, and the view is not trusted for allows until the object is read again,
-    /// deleted, or its kind relisted.
-    pub fn note_unreadable(&mut self, kind: ObjectKind, name: &str) {
-        self.unreadable.entry(kind).or_default().insert(name.to_string());
-    }
-
-    fn clear_unreadable(&mut self, kind: ObjectKind, name: &str) {
-        if let Some(set) = self.unreadable.get_mut(&kind) {
-            set.remove(name);
-            if set.is_empty() {
-                self.unreadable.remove(&kind);
-            }
-        }
     }
 
     fn track_rebuilds(&mut self, engine: &str, new: &Engine, now: SystemTime) {

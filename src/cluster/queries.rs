@@ -1,29 +1,10 @@
 //! The questions a [`ClusterView`] answers: lookups by name and through its secondary indexes,
 //! never a scan of all objects of a kind.
 
-use std::time::SystemTime;
-
 use super::nameset::iter_index;
 use super::*;
 
 impl ClusterView {
-    /// How current the view is: source, sync state, the age of its oldest kind, unreadable objects.
-    pub fn freshness(&self) -> Freshness {
-        let updated_at = ObjectKind::ALL
-            .iter()
-            .map(|k| self.kind_updated.get(k).copied())
-            .collect::<Option<Vec<SystemTime>>>()
-            .and_then(|times| times.into_iter().min());
-        let mut unreadable: Vec<String> = self
-            .unreadable
-            .iter()
-            .flat_map(|(k, names)| names.iter().map(move |n| format!("{}/{n}", k.display())))
-            .collect();
-        unreadable.sort();
-        let failing = self.failing.iter().map(|k| k.display()).collect();
-        Freshness { source: self.source.clone(), synced: self.synced, updated_at, unreadable, failing }
-    }
-
     /// Core Node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.nodes.get(name).map(AsRef::as_ref)

@@ -8,14 +8,21 @@
 //! objects stay manageable. Values longhorn-guard cannot read are
 //! Longhorn's to reject: they are allowed with a warning saying what could not be read.
 
+mod default_count;
+mod wording;
+
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, Operation};
 use crate::cluster::{ClusterView, StorageClass, Volume};
-use crate::decision::{Cause, Decision, MAX_WARNING_LEN};
+use crate::decision::{Cause, Decision};
 use crate::policy::{object, settings, typed, Policy, ReplicaAction, RuleError};
+use default_count::LONGHORN_RANGE;
+pub use default_count::{parse_default_count, suggested_count, DefaultCount};
+pub use wording::{about, clip_middle, trade_off};
+use wording::{quoted, tolerates};
 
 /// Who speaks, at the start of every warning and denial message.
 pub const PREFIX: &str = "longhorn-guard: ";
@@ -23,8 +30,6 @@ pub const PREFIX: &str = "longhorn-guard: ";
 pub const DEFAULT_REPLICA_COUNT: &str = "default-replica-count";
 /// The CSI provisioner name of Longhorn StorageClasses.
 pub const LONGHORN_PROVISIONER: &str = "driver.longhorn.io";
-/// Longhorn's accepted replica range (`default-replica-count` and `numberOfReplicas`).
-const LONGHORN_RANGE: std::ops::RangeInclusive<i64> = 1..=20;
 
 /// One thing a rule found.
 #[derive(Debug)]
@@ -85,129 +90,6 @@ fn decide(findings: Vec<Finding>, policy: &Policy) -> Decision {
     }
     d.warnings = warned.into_iter().map(|f| f.text).collect();
     d.rule("replicas")
-}
-
-/// What `n` replicas mean, in words.
-pub fn trade_off(n: i64) -> String {
-    match n {
-        ..=1 => "no redundancy, one node failure loses data".to_string(),
-        2 => "2 replicas tolerate 1 node failure".to_string(),
-        n => format!("{n} replicas tolerate {} node failures", n - 1),
-    }
-}
-
-/// What a per-object count means, after `numberOfReplicas=N `.
-fn tolerates(n: i64) -> String {
-    match n {
-        ..=1 => "has no redundancy".to_string(),
-        2 => "tolerates 1 node failure".to_string(),
-        n => format!("tolerates {} node failures", n - 1),
-    }
-}
-
-/// Shortens `s` to at most `max` characters by cutting its middle (`pvc-3f1c...3c4d4e5f`).
-pub fn clip_middle(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_string();
-    }
-    if max <= 3 {
-        return ".".repeat(max);
-    }
-    let keep = max - 3;
-    let head = keep.div_ceil(2);
-    let tail = keep - head;
-    let h: String = s.chars().take(head).collect();
-    let t: String = s.chars().skip(n - tail).collect();
-    format!("{h}...{t}")
-}
-
-/// `longhorn-guard: {subject} {name}: {text}` within the warning limit. A name is kept whole
-/// so it can be copied: when the line is too long the `short` text replaces `text`, and only
-/// a name that does not fit even then is clipped in the middle.
-pub fn about(subject: &str, name: &str, text: &str, short: &str) -> String {
-    let line = |t: &str| format!("{PREFIX}{subject} {name}: {t}");
-    for t in [text, short] {
-        let l = line(t);
-        if l.chars().count() <= MAX_WARNING_LEN {
-            return l;
-        }
-    }
-    let fixed = PREFIX.len() + subject.len() + 1 + 2 + short.chars().count();
-    let budget = MAX_WARNING_LEN.saturating_sub(fixed).max(8);
-    format!("{PREFIX}{subject} {}: {short}", clip_middle(name, budget))
-}
-
-/// The replica counts a `default-replica-count` value sets, per data engine.
-#[derive(Debug, PartialEq, Eq)]
-pub enum DefaultCount {
-    /// A plain integer: applies to every data engine.
-    Plain(i64),
-    /// A JSON object: engine -> count, in engine order.
-    PerEngine(BTreeMap<String, i64>),
-}
-
-impl DefaultCount {
-    /// The count for one data engine (`""` means `v1`).
-    pub fn for_engine(&self, engine: &str) -> Option<i64> {
-        let engine = if engine.is_empty() { "v1" } else { engine };
-        match self {
-            Self::Plain(n) => Some(*n),
-            Self::PerEngine(m) => m.get(engine).copied(),
-        }
-    }
-}
-
-/// Parses a `default-replica-count` value: `"3"` or `{"v1":"3","v2":"3"}` (numbers also
-/// accepted inside the object). The error says what could not be read.
-pub fn parse_default_count(value: &str) -> Result<DefaultCount, String> {
-    let v = value.trim();
-    if v.starts_with('{') {
-        let map: serde_json::Map<String, Value> =
-            serde_json::from_str(v).map_err(|_| format!("{} (not a JSON object)", quoted(v)))?;
-        if map.is_empty() {
-            return Err("{} (names no data engine)".into());
-        }
-        let mut out = BTreeMap::new();
-        for (engine, n) in map {
-            let parsed = match &n {
-                Value::String(s) => s.trim().parse::<i64>().ok(),
-                Value::Number(x) => x.as_i64(),
-                _ => None,
-            };
-            match parsed.filter(|n| LONGHORN_RANGE.contains(n)) {
-                Some(n) => {
-                    out.insert(engine, n);
-                }
-                None => return Err(format!("{engine}={} (want 1..20)", quoted_json(&n))),
-            }
-        }
-        return Ok(DefaultCount::PerEngine(out));
-    }
-    match v.parse::<i64>() {
-        Ok(n) if LONGHORN_RANGE.contains(&n) => Ok(DefaultCount::Plain(n)),
-        _ => Err(format!("{} (want 1..20 or {{\"v1\":\"3\",...}})", quoted(v))),
-    }
-}
-
-/// The string to suggest for a numeric Helm `defaultReplicaCount`: the number itself when it
-/// is a count Longhorn accepts (1..20), else `"3"`, Longhorn's default.
-pub fn suggested_count(value: &Value) -> String {
-    match value.as_i64().filter(|n| LONGHORN_RANGE.contains(n)) {
-        Some(n) => n.to_string(),
-        None => "3".to_string(),
-    }
-}
-
-fn quoted(s: &str) -> String {
-    format!("\"{}\"", clip_middle(s, 20))
-}
-
-fn quoted_json(v: &Value) -> String {
-    match v {
-        Value::String(s) => quoted(s),
-        other => clip_middle(&other.to_string(), 20),
-    }
 }
 
 /// The minimum for a Volume: its PVC namespace's override, else `replicas.minimum`.
@@ -451,42 +333,4 @@ pub fn storage_class(
         }
     }
     Ok(decide(findings, policy))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suggested_count_is_the_value_only_when_it_is_a_count() {
-        for (value, want) in [
-            (serde_json::json!(2), "2"),
-            (serde_json::json!(20), "20"),
-            (serde_json::from_str::<Value>("99999999999999999999999").unwrap(), "3"),
-            (serde_json::json!(2.5), "3"),
-            (serde_json::json!(0), "3"),
-            (serde_json::json!(-1), "3"),
-            (serde_json::json!(21), "3"),
-        ] {
-            assert_eq!(suggested_count(&value), want, "{value}");
-        }
-    }
-
-    #[test]
-    fn about_keeps_the_name_and_shortens_the_text() {
-        let text = "numberOfReplicas=1 has no redundancy; policy minimum is 3";
-        let line = about("volume", "data-0", text, "short");
-        assert_eq!(line, format!("longhorn-guard: volume data-0: {text}"));
-        // A 40-character PVC name: the whole name, the short text.
-        let name = "pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a";
-        assert_eq!(about("volume", name, text, "short"), format!("longhorn-guard: volume {name}: short"));
-        let long = "x".repeat(90);
-        let line = about("volume", name, &long, "numberOfReplicas=1, below 3");
-        assert_eq!(line, format!("longhorn-guard: volume {name}: numberOfReplicas=1, below 3"));
-        let huge = "v".repeat(253);
-        let line = about("volume", &huge, &long, "numberOfReplicas=1, below 3");
-        assert_eq!(line.chars().count(), MAX_WARNING_LEN, "{line}");
-        assert!(line.starts_with("longhorn-guard: volume vvv"), "{line}");
-        assert!(line.ends_with("vvv: numberOfReplicas=1, below 3") && line.contains("v...v"), "{line}");
-    }
 }

@@ -6,16 +6,18 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use crate::cluster::{annotation, ClusterView, Engine, InstanceManager, Replica, Volume};
+use crate::cluster::{annotation, ClusterView, Engine, Replica, Volume};
 use crate::policy::Policy;
 
 use super::instances::{node_instances, InstanceKind, UnmappedInstance};
 
+mod facts;
 mod rebuild;
 mod report;
 mod wording;
 
-use rebuild::{age, parse_time, rebuild_of, Rebuild};
+pub use facts::carries_data;
+use facts::{data_engine_of, is_available_healthy, replica_facts, ReplicaFacts};
 pub use rebuild::{format_time, short_duration, stalled_rebuilds};
 pub use report::{NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, WhyNot};
 use wording::stranded_reason;
@@ -24,8 +26,6 @@ use wording::stranded_reason;
 /// that lets a drain proceed although it would strand data. Its value is the reason; an
 /// empty value does not count.
 pub const ALLOW_DRAIN_ANNOTATION: &str = "longhorn-guard.io/allow-drain";
-
-use crate::cluster::readset::DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING;
 
 /// The override reason in an object's annotations, if set and not blank.
 pub fn override_reason(meta: &crate::cluster::Meta) -> Option<String> {
@@ -150,53 +150,6 @@ fn attached_on(
     Some(format!("{} running in its instance manager", what.join(" and ")))
 }
 
-/// A replica "carries data" unless it was never healthy and never failed.
-pub fn carries_data(r: &Replica) -> bool {
-    ![&r.spec.healthy_at, &r.spec.failed_at, &r.spec.last_healthy_at, &r.spec.last_failed_at]
-        .iter()
-        .all(|s| s.is_empty())
-}
-
-fn is_available_healthy(r: &Replica) -> bool {
-    !r.spec.healthy_at.is_empty() && r.spec.failed_at.is_empty() && !r.is_deleting()
-}
-
-/// The instance manager a replica runs in: `status.instanceManagerName`, else the one on
-/// its node for its data engine. When several match (an upgrade leaves old and new instance
-/// managers side by side), the one with Longhorn's `default-instance-manager-image` is
-/// taken, as Longhorn does; without that setting a candidate that is not running is taken,
-/// so that doubt never makes a replica count as protecting.
-fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a InstanceManager> {
-    if !r.status.instance_manager_name.is_empty() {
-        if let Some(im) = view.instance_manager(&r.status.instance_manager_name) {
-            return Some(im);
-        }
-    }
-    let node = r.node()?;
-    let engine = if r.spec.data_engine.is_empty() { "v1" } else { r.spec.data_engine.as_str() };
-    let candidates: Vec<&InstanceManager> =
-        view.instance_managers_on_node(node).filter(|im| im.replica_engine() == Some(engine)).collect();
-    if candidates.len() <= 1 {
-        return candidates.first().copied();
-    }
-    if let Some(image) = view.setting(DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING).filter(|i| !i.is_empty()) {
-        if let Some(im) = candidates.iter().find(|im| im.spec.image == image) {
-            return Some(im);
-        }
-    }
-    candidates.iter().find(|im| im.status.current_state != "running").or(candidates.first()).copied()
-}
-
-/// The per-replica facts the verdict needs.
-struct ReplicaFacts<'a> {
-    replica: &'a Replica,
-    node: String,
-    rebuild: Option<Rebuild>,
-    /// Why it does not protect (`None`: it does, or it is on the node).
-    why_not: Option<WhyNot>,
-    report: ReplicaReport,
-}
-
 fn analyze_volume(
     view: &ClusterView,
     node: &str,
@@ -312,118 +265,6 @@ fn analyze_volume(
         remedy,
         overridden,
     }
-}
-
-fn replica_facts<'a>(
-    view: &ClusterView,
-    drained: &str,
-    r: &'a Replica,
-    engine: Option<&Engine>,
-    attached: bool,
-    policy: &Policy,
-    now: SystemTime,
-) -> ReplicaFacts<'a> {
-    let name = r.metadata.name.as_deref().unwrap_or_default().to_string();
-    let node = r.node().unwrap_or("").to_string();
-    let on_node = node == drained;
-    let live_engine = engine.filter(|_| attached);
-    let mode = live_engine.and_then(|e| e.status.replica_mode_map.get(&name).map(String::from));
-    let rebuild = live_engine.and_then(|e| rebuild_of(view, e, r, policy, now));
-    let data = carries_data(r);
-
-    // The engine's replica set: a running engine with a non-empty mode map that does not
-    // list this replica is not using it.
-    let engine_dropped = live_engine.is_some_and(|e| {
-        e.status.current_state == "running"
-            && !e.status.replica_mode_map.is_empty()
-            && !e.status.replica_mode_map.contains_key(&name)
-    });
-
-    // Why this replica cannot vouch for the volume (None = it protects).
-    let why_not: Option<WhyNot> = if r.is_deleting() {
-        Some(WhyNot::Deleting)
-    } else if !r.spec.failed_at.is_empty() {
-        Some(WhyNot::Failed {
-            ago: parse_time(&r.spec.failed_at).map(|t| age(now, t)),
-            at: r.spec.failed_at.to_string(),
-        })
-    } else if let Some(rb) =
-        rebuild.as_ref().filter(|_| r.spec.healthy_at.is_empty() || mode.as_deref() == Some("WO"))
-    {
-        Some(WhyNot::Rebuilding { progress: rb.progress, stalled_for: rb.stalled_since.map(|t| age(now, t)) })
-    } else if mode.as_deref() == Some("WO") {
-        Some(WhyNot::RebuildingUnknown)
-    } else if r.spec.healthy_at.is_empty() {
-        Some(if data { WhyNot::NotYetHealthy } else { WhyNot::NeverHealthy })
-    } else if mode.as_deref() == Some("ERR") {
-        Some(WhyNot::ErrMode)
-    } else if on_node {
-        None
-    } else if engine_dropped {
-        Some(WhyNot::NotInEngine)
-    } else if node.is_empty() {
-        Some(WhyNot::NoNode)
-    } else {
-        match view.is_node_cordoned(&node) {
-            None => Some(WhyNot::UnknownNode),
-            Some(true) => Some(WhyNot::CordonedNode),
-            Some(false) => match instance_manager_of(view, r) {
-                None => Some(WhyNot::NoInstanceManager),
-                Some(im) if im.status.current_state != "running" => {
-                    Some(WhyNot::InstanceManagerNotRunning(im.status.current_state.to_string()))
-                }
-                Some(_) => None,
-            },
-        }
-    };
-    let protecting = !on_node && why_not.is_none();
-
-    let state = if r.is_deleting() {
-        "deleting".to_string()
-    } else if let Some(m) = mode.as_deref() {
-        match (m, rebuild.as_ref()) {
-            ("WO", Some(rb)) if rb.stalled_since.is_some() => format!("WO({}%,stalled)", rb.progress),
-            ("WO", Some(rb)) => format!("WO({}%)", rb.progress),
-            _ => m.to_string(),
-        }
-    } else if !r.spec.failed_at.is_empty() {
-        "failed".into()
-    } else if !data {
-        "unused".into()
-    } else if r.spec.healthy_at.is_empty() {
-        "not-healthy".into()
-    } else if r.status.current_state == "stopped" {
-        "stopped".into()
-    } else {
-        "healthy".into()
-    };
-
-    let report = ReplicaReport {
-        name,
-        node: node.clone(),
-        state,
-        mode,
-        progress: rebuild.as_ref().map(|rb| rb.progress),
-        stalled_since: rebuild.as_ref().and_then(|rb| rb.stalled_since).map(format_time),
-        carries_data: data,
-        on_node,
-        protecting,
-        why_not: if on_node { None } else { why_not.as_ref().map(ToString::to_string) },
-    };
-    let why_not = if on_node { None } else { why_not };
-    ReplicaFacts { replica: r, node, rebuild, why_not, report }
-}
-
-/// The volume's data engine: the Volume's `spec.dataEngine`, else a replica's, else its
-/// engine's.
-fn data_engine_of(vol: Option<&Volume>, facts: &[ReplicaFacts], engine: Option<&Engine>) -> String {
-    vol.map(|v| v.spec.data_engine.as_str())
-        .into_iter()
-        .chain(facts.iter().map(|f| f.replica.spec.data_engine.as_str()))
-        .chain(engine.map(|e| e.spec.data_engine.as_str()))
-        .find(|e| !e.is_empty())
-        .unwrap_or("")
-        .to_string()
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use crate::cluster::Volume;
 
-use super::{is_available_healthy, ReplicaFacts, WhyNot};
+use super::facts::{is_available_healthy, ReplicaFacts};
+use super::WhyNot;
 
 /// The reason and remedy for a volume whose data on `node` has no protecting copy elsewhere.
 pub(super) fn stranded_reason(
