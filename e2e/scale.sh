@@ -13,7 +13,8 @@
 # (32: API calls in flight while loading), SCALE_PORT (18453), LONGHORN_GUARD_BIN and
 # SCALE_EXAMPLES (the built binaries; make scale builds them in release mode), SCALE_KEEP (0;
 # 1 keeps the synthetic state after the run, and a later SCALE_KEEP=1 run of the same size
-# reuses it instead of loading it again: for repeated measurements).
+# reuses it instead of loading it again: for repeated measurements), SCALE_APISERVER_PID (none;
+# the PID of a kube-apiserver on this machine adds a row: its CPU time per confirmation's reads).
 #
 # Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
 # CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
@@ -210,6 +211,26 @@ if [ -n "$requests_after" ] && [ -n "$confirmations_after" ]; then
 fi
 unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm)))
 
+# ---------------------------------------------------------------- API server CPU (optional)
+# What the confirmation's reads cost the API server: its CPU time over CPU_READS back-to-back
+# `check drain` runs (the same read-set, no pauses, so idle work hardly counts), per run.
+apiserver_cpu=n/a
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null; }
+if [ -n "${SCALE_APISERVER_PID:-}" ] && [ -n "$(cpu_ticks "$SCALE_APISERVER_PID")" ]; then
+	CPU_READS=5
+	log "API server CPU: $CPU_READS x check drain $(printf 'scale-node-%03d' "$storage") (pid $SCALE_APISERVER_PID)"
+	hz=$(getconf CLK_TCK)
+	c0=$(cpu_ticks "$SCALE_APISERVER_PID")
+	t0=$(now)
+	for ((i = 0; i < CPU_READS; i++)); do
+		"$BIN" check drain "$(printf 'scale-node-%03d' "$storage")" >/dev/null 2>&1 || true
+	done
+	t1=$(now)
+	c1=$(cpu_ticks "$SCALE_APISERVER_PID")
+	apiserver_cpu=$(awk -v c=$((c1 - c0)) -v hz="$hz" -v n="$CPU_READS" -v a="$t0" -v b="$t1" \
+		'BEGIN { printf "%.0f ms (%d x check drain, %.0f ms wall each)", c * 1000 / hz / n, n, (b - a) * 1000 / n }')
+fi
+
 # ---------------------------------------------------------------- table
 log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf 'scale-node-%03d' "$storage") with about $((3 * VOLUMES / NODES)) replicas"
 {
@@ -226,6 +247,7 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 		"$(ms "$(field "$quiet" p99_ms)")" "$(field "$quiet" requests)" "$(field "$quiet" allowed)"
 	printf '%-44s %s\n' "API requests per confirmation" "$per_confirmation"
 	printf '%-44s %s\n' "\"could not confirm\" answers" "$unconfirmed"
+	printf '%-44s %s\n' "API server CPU per confirmation's reads" "$apiserver_cpu"
 } | tee "$WORK/table.txt"
 if [ -n "${SCALE_TABLE_OUT:-}" ]; then cp "$WORK/table.txt" "$SCALE_TABLE_OUT"; fi
 log "longhorn-guard log (last 5 lines)"
