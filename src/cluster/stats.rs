@@ -1,12 +1,16 @@
 //! Process-wide counters of the requests longhorn-guard sends to the API server and of drain
 //! confirmations, rendered into `/metrics`. Every label value comes from a fixed set.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+
 use super::readset::RESOURCES;
 use super::ObjectKind;
+use crate::exposition::{family, NO_LABELS};
 
 /// Values of the `verb` label, in [`Verb`] order.
 pub const VERBS: [&str; 8] = ["get", "list", "watch", "create", "update", "patch", "delete", "other"];
@@ -157,79 +161,77 @@ impl ApiStats {
 
     /// Appends the metric families in the Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        header(
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        crate::exposition::append(
             out,
-            "longhorn_guard_api_requests_total",
-            "counter",
-            "Requests sent to the Kubernetes API server, by kind (read-set kinds, else other) and verb.",
+            Snapshot {
+                requests: self.requests.each_ref().map(|row| row.each_ref().map(load)),
+                watch_errors: self.watch_errors.each_ref().map(|row| row.each_ref().map(load)),
+                confirmations: self.confirmations.each_ref().map(load),
+                durations: self.durations.each_ref().map(load),
+                duration_sum_micros: load(&self.duration_sum_micros),
+            },
         );
-        for (k, row) in self.requests.iter().enumerate() {
-            let kind = RESOURCES.get(k).map_or(OTHER_KIND, |r| r.kind.display());
-            for (v, n) in row.iter().enumerate() {
-                let n = n.load(Ordering::Relaxed);
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "longhorn_guard_api_requests_total{{kind=\"{kind}\",verb=\"{}\"}} {n}",
-                        VERBS[v]
-                    );
-                }
-            }
-        }
-
-        header(
-            out,
-            "longhorn_guard_watch_errors_total",
-            "counter",
-            "Failed watches by kind and reason (gone: 410 Gone, the kind is relisted; error: anything else). Each makes the view stale until the kind is relisted.",
-        );
-        for (k, row) in self.watch_errors.iter().enumerate() {
-            for fault in WatchFault::ALL {
-                let n = row[fault as usize].load(Ordering::Relaxed);
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "longhorn_guard_watch_errors_total{{kind=\"{}\",reason=\"{}\"}} {n}",
-                        RESOURCES[k].kind.display(),
-                        fault.as_str()
-                    );
-                }
-            }
-        }
-
-        header(
-            out,
-            "longhorn_guard_confirmations_total",
-            "counter",
-            "Drain allows confirmed with consistent reads, by result (allowed, denied, failed).",
-        );
-        for r in ConfirmResult::ALL {
-            let _ = writeln!(
-                out,
-                "longhorn_guard_confirmations_total{{result=\"{}\"}} {}",
-                r.as_str(),
-                self.confirmations(r)
-            );
-        }
-
-        let name = "longhorn_guard_confirmation_duration_seconds";
-        header(out, name, "histogram", "Time one confirmation took, reads and decision.");
-        let mut cumulative = 0;
-        for (i, b) in CONFIRMATION_BUCKETS.iter().enumerate() {
-            cumulative += self.durations[i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
-        }
-        cumulative += self.durations[CONFIRMATION_BUCKETS.len()].load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let sum = self.duration_sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}");
-        let _ = writeln!(out, "{name}_count {cumulative}");
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// The counters' values at one scrape.
+#[derive(Debug)]
+struct Snapshot {
+    requests: [[u64; VERBS.len()]; KINDS],
+    watch_errors: [[u64; 2]; RESOURCES.len()],
+    confirmations: [u64; 3],
+    durations: [u64; CONFIRMATION_BUCKETS.len() + 1],
+    duration_sum_micros: u64,
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_api_requests",
+            "Requests sent to the Kubernetes API server, by kind (read-set kinds, else other) and verb.",
+            MetricType::Counter,
+        )?;
+        for (k, row) in self.requests.iter().enumerate() {
+            let kind = RESOURCES.get(k).map_or(OTHER_KIND, |r| r.kind.display());
+            for (v, &n) in row.iter().enumerate().filter(|(_, n)| **n > 0) {
+                f.labelled(&[("kind", kind), ("verb", VERBS[v])], n as f64)?;
+            }
+        }
+
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_watch_errors",
+            "Failed watches by kind and reason (gone: 410 Gone, the kind is relisted; error: anything else). Each makes the view stale until the kind is relisted.",
+            MetricType::Counter,
+        )?;
+        for (k, row) in self.watch_errors.iter().enumerate() {
+            for fault in WatchFault::ALL.into_iter().filter(|f| row[*f as usize] > 0) {
+                let labels = [("kind", RESOURCES[k].kind.display()), ("reason", fault.as_str())];
+                f.labelled(&labels, row[fault as usize] as f64)?;
+            }
+        }
+
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_confirmations",
+            "Drain allows confirmed with consistent reads, by result (allowed, denied, failed).",
+            MetricType::Counter,
+        )?;
+        for r in ConfirmResult::ALL {
+            f.labelled(&[("result", r.as_str())], self.confirmations[r as usize] as f64)?;
+        }
+
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_confirmation_duration_seconds",
+            "Time one confirmation took, reads and decision.",
+            MetricType::Histogram,
+        )?;
+        let sum = self.duration_sum_micros as f64 / 1e6;
+        f.histogram(&NO_LABELS, &CONFIRMATION_BUCKETS, &self.durations, sum)
+    }
 }
 
 /// The read-set kind (`None` when outside it) and the verb of a request.

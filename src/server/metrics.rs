@@ -1,13 +1,17 @@
-//! `/metrics` in the Prometheus text format (version 0.0.4), hand-rolled: a few atomics and
-//! maps updated on each request, and gauges computed from the cluster view at scrape time.
+//! `/metrics`: a few atomics and maps updated on each request, and gauges computed from the
+//! cluster view at scrape time, written in the Prometheus text format by [`crate::exposition`].
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+
 use crate::cluster::{ClusterView, Freshness, ObjectKind};
+use crate::exposition::{family, single};
 use crate::policy::drain::StalledRebuild;
 use crate::policy::Policy;
 use crate::tls::ReloadStats;
@@ -34,7 +38,7 @@ pub fn resource_label(resource: &str) -> &'static str {
     RESOURCE_LABELS.iter().find(|r| **r == resource).copied().unwrap_or("other")
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Histogram {
     /// Non-cumulative counts per bucket, plus one for `+Inf`.
     counts: Vec<u64>,
@@ -69,44 +73,6 @@ pub struct ServerCounters {
     pub connections_evicted: AtomicU64,
     /// Failed `accept` calls (e.g. out of file descriptors).
     pub accept_errors: AtomicU64,
-}
-
-impl ServerCounters {
-    fn render(&self, out: &mut String) {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        header(
-            out,
-            "longhorn_guard_panics_total",
-            "counter",
-            "Requests whose decision panicked; each was answered 500 and the server kept serving.",
-        );
-        let _ = writeln!(out, "longhorn_guard_panics_total {}", get(&self.panics));
-        header(
-            out,
-            "longhorn_guard_connections_open",
-            "gauge",
-            "Client connections open now (at most --max-connections).",
-        );
-        let _ = writeln!(
-            out,
-            "longhorn_guard_connections_open {}",
-            self.connections_open.load(Ordering::Relaxed)
-        );
-        header(
-            out,
-            "longhorn_guard_connections_evicted_total",
-            "counter",
-            "Idle connections closed to make room at --max-connections.",
-        );
-        let _ = writeln!(out, "longhorn_guard_connections_evicted_total {}", get(&self.connections_evicted));
-        header(
-            out,
-            "longhorn_guard_accept_errors_total",
-            "counter",
-            "Failed accept calls (e.g. out of file descriptors).",
-        );
-        let _ = writeln!(out, "longhorn_guard_accept_errors_total {}", get(&self.accept_errors));
-    }
 }
 
 /// Decrements the in-flight gauge when dropped.
@@ -176,95 +142,124 @@ impl Metrics {
     /// caller may release the view's lock before formatting.
     pub fn render_gauges(&self, gauges: &ViewGauges, tls: &ReloadStats) -> String {
         let mut out = String::with_capacity(4096);
-
-        header(&mut out, "longhorn_guard_admission_requests_total", "counter", "Admission requests decided, by webhook, resource, operation and decision (allow, warn, patch, deny).");
-        for ((w, r, o, d), n) in lock(&self.requests).iter() {
-            let _ = writeln!(
-                out,
-                "longhorn_guard_admission_requests_total{{webhook=\"{}\",resource=\"{}\",operation=\"{}\",decision=\"{}\"}} {n}",
-                esc(w), esc(r), esc(o), esc(d)
-            );
-        }
-
-        header(
-            &mut out,
-            "longhorn_guard_admission_duration_seconds",
-            "histogram",
-            "Time from the request body's arrival to the response, by webhook.",
-        );
-        for (w, h) in lock(&self.durations).iter() {
-            let w = esc(w);
-            let mut cumulative = 0;
-            for (i, b) in DURATION_BUCKETS.iter().enumerate() {
-                cumulative += h.counts[i];
-                let _ = writeln!(out, "longhorn_guard_admission_duration_seconds_bucket{{webhook=\"{w}\",le=\"{b}\"}} {cumulative}");
-            }
-            let _ = writeln!(
-                out,
-                "longhorn_guard_admission_duration_seconds_bucket{{webhook=\"{w}\",le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ =
-                writeln!(out, "longhorn_guard_admission_duration_seconds_sum{{webhook=\"{w}\"}} {}", h.sum);
-            let _ = writeln!(
-                out,
-                "longhorn_guard_admission_duration_seconds_count{{webhook=\"{w}\"}} {}",
-                h.count
-            );
-        }
-
-        header(
-            &mut out,
-            "longhorn_guard_http_errors_total",
-            "counter",
-            "Requests answered with an HTTP error instead of an AdmissionReview, by status code.",
-        );
-        for (code, n) in lock(&self.http_errors).iter() {
-            let _ = writeln!(out, "longhorn_guard_http_errors_total{{code=\"{code}\"}} {n}");
-        }
-
-        header(
-            &mut out,
-            "longhorn_guard_admission_in_flight",
-            "gauge",
-            "Admission requests being handled now.",
-        );
-        let _ =
-            writeln!(out, "longhorn_guard_admission_in_flight {}", self.in_flight.load(Ordering::Relaxed));
-
-        header(
-            &mut out,
-            "longhorn_guard_tls_reloads_total",
-            "counter",
-            "Serving certificate reloads, by result (success, error).",
-        );
-        let _ = writeln!(
-            out,
-            "longhorn_guard_tls_reloads_total{{result=\"success\"}} {}",
-            tls.success.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "longhorn_guard_tls_reloads_total{{result=\"error\"}} {}",
-            tls.error.load(Ordering::Relaxed)
-        );
-
-        header(
-            &mut out,
-            "longhorn_guard_tls_handshake_errors_total",
-            "counter",
-            "Connections closed because the TLS handshake failed (e.g. plaintext HTTP).",
-        );
-        let _ = writeln!(
-            out,
-            "longhorn_guard_tls_handshake_errors_total {}",
-            self.tls_handshake_errors.load(Ordering::Relaxed)
-        );
-
-        self.server.render(&mut out);
-        render_view_gauges(&mut out, gauges);
+        crate::exposition::append(&mut out, self.snapshot(tls));
+        crate::exposition::append(&mut out, gauges.clone());
         crate::cluster::stats::global().render(&mut out);
         out
+    }
+
+    /// The server's counters at one scrape.
+    fn snapshot(&self, tls: &ReloadStats) -> Snapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Snapshot {
+            requests: lock(&self.requests).clone(),
+            durations: lock(&self.durations).iter().map(|(w, h)| (w.clone(), h.clone())).collect(),
+            http_errors: lock(&self.http_errors).clone(),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            tls_reloads: [get(&tls.success), get(&tls.error)],
+            tls_handshake_errors: get(&self.tls_handshake_errors),
+            panics: get(&self.server.panics),
+            connections_open: self.server.connections_open.load(Ordering::Relaxed),
+            connections_evicted: get(&self.server.connections_evicted),
+            accept_errors: get(&self.server.accept_errors),
+        }
+    }
+}
+
+/// The server's counters, copied at one scrape.
+#[derive(Debug)]
+struct Snapshot {
+    requests: BTreeMap<(String, String, String, String), u64>,
+    durations: BTreeMap<String, Histogram>,
+    http_errors: BTreeMap<u16, u64>,
+    in_flight: i64,
+    /// Successes, errors.
+    tls_reloads: [u64; 2],
+    tls_handshake_errors: u64,
+    panics: u64,
+    connections_open: i64,
+    connections_evicted: u64,
+    accept_errors: u64,
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &mut encoder;
+        let mut f = family(e, "longhorn_guard_admission_requests", "Admission requests decided, by webhook, resource, operation and decision (allow, warn, patch, deny).", MetricType::Counter)?;
+        for ((w, r, o, d), n) in &self.requests {
+            let labels = [("webhook", w.as_str()), ("resource", r), ("operation", o), ("decision", d)];
+            f.labelled(&labels, *n as f64)?;
+        }
+
+        let mut f = family(
+            e,
+            "longhorn_guard_admission_duration_seconds",
+            "Time from the request body's arrival to the response, by webhook.",
+            MetricType::Histogram,
+        )?;
+        for (w, h) in &self.durations {
+            f.histogram(&[("webhook", w.as_str())], &DURATION_BUCKETS, &h.counts, h.sum)?;
+        }
+
+        let mut f = family(
+            e,
+            "longhorn_guard_http_errors",
+            "Requests answered with an HTTP error instead of an AdmissionReview, by status code.",
+            MetricType::Counter,
+        )?;
+        for (code, n) in &self.http_errors {
+            f.labelled(&[("code", code.to_string())], *n as f64)?;
+        }
+
+        single(
+            e,
+            "longhorn_guard_admission_in_flight",
+            "Admission requests being handled now.",
+            MetricType::Gauge,
+            self.in_flight as f64,
+        )?;
+
+        let mut f = family(
+            e,
+            "longhorn_guard_tls_reloads",
+            "Serving certificate reloads, by result (success, error).",
+            MetricType::Counter,
+        )?;
+        f.labelled(&[("result", "success")], self.tls_reloads[0] as f64)?;
+        f.labelled(&[("result", "error")], self.tls_reloads[1] as f64)?;
+
+        let counters: [(&str, &str, u64); 4] = [
+            (
+                "longhorn_guard_tls_handshake_errors",
+                "Connections closed because the TLS handshake failed (e.g. plaintext HTTP).",
+                self.tls_handshake_errors,
+            ),
+            (
+                "longhorn_guard_panics",
+                "Requests whose decision panicked; each was answered 500 and the server kept serving.",
+                self.panics,
+            ),
+            (
+                "longhorn_guard_connections_evicted",
+                "Idle connections closed to make room at --max-connections.",
+                self.connections_evicted,
+            ),
+            (
+                "longhorn_guard_accept_errors",
+                "Failed accept calls (e.g. out of file descriptors).",
+                self.accept_errors,
+            ),
+        ];
+        for (name, help, n) in counters {
+            single(e, name, help, MetricType::Counter, n as f64)?;
+        }
+        family(
+            e,
+            "longhorn_guard_connections_open",
+            "Client connections open now (at most --max-connections).",
+            MetricType::Gauge,
+        )?
+        .value(self.connections_open as f64)
     }
 }
 
@@ -291,78 +286,65 @@ impl ViewGauges {
     }
 }
 
-/// Gauges derived from the cluster view, formatted from their copied inputs.
-fn render_view_gauges(out: &mut String, gauges: &ViewGauges) {
-    let (fresh, now) = (&gauges.fresh, gauges.now);
-    header(
-        out,
-        "longhorn_guard_cluster_view_synced",
-        "gauge",
-        "1 once every watched kind finished its initial list (always 1 for a snapshot).",
-    );
-    let _ = writeln!(out, "longhorn_guard_cluster_view_synced {}", u8::from(fresh.synced));
+/// Gauges derived from the cluster view, from their copied inputs.
+impl Collector for ViewGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &mut encoder;
+        let (fresh, now) = (&self.fresh, self.now);
+        single(
+            e,
+            "longhorn_guard_cluster_view_synced",
+            "1 once every watched kind finished its initial list (always 1 for a snapshot).",
+            MetricType::Gauge,
+            f64::from(u8::from(fresh.synced)),
+        )?;
 
-    header(
-        out,
-        "longhorn_guard_cluster_view_age_seconds",
-        "gauge",
-        "Seconds since the cluster view last received data (0 for a snapshot; absent before the first data).",
-    );
-    if let Some(age) = fresh.age(now) {
-        let _ = writeln!(out, "longhorn_guard_cluster_view_age_seconds {}", age.as_secs_f64());
+        let mut f = family(
+            e,
+            "longhorn_guard_cluster_view_age_seconds",
+            "Seconds since the cluster view last received data (0 for a snapshot; absent before the first data).",
+            MetricType::Gauge,
+        )?;
+        if let Some(age) = fresh.age(now) {
+            f.value(age.as_secs_f64())?;
+        }
+
+        single(e, "longhorn_guard_cluster_view_failing_watches", "Kinds whose watch failed and is not relisted yet; above 0 the view is stale and drain allows are confirmed with the API server.", MetricType::Gauge, fresh.failing.len() as f64)?;
+
+        let mut f = family(
+            e,
+            "longhorn_guard_cluster_view_objects",
+            "Objects in the cluster view, by kind.",
+            MetricType::Gauge,
+        )?;
+        for &(kind, n) in &self.counts {
+            f.labelled(&[("kind", kind.display())], n as f64)?;
+        }
+
+        single(
+            e,
+            "longhorn_guard_stalled_rebuilds",
+            "Replica rebuilds whose progress has not moved for longer than drain.stallAfter.",
+            MetricType::Gauge,
+            self.stalled.len() as f64,
+        )?;
+        let mut f = family(
+            e,
+            "longhorn_guard_stalled_rebuild_since_timestamp_seconds",
+            "Unix time since which each stalled rebuild's progress has not moved.",
+            MetricType::Gauge,
+        )?;
+        for s in &self.stalled {
+            let since = s.since.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let labels = [
+                ("volume", s.volume.as_str()),
+                ("engine", s.engine.as_str()),
+                ("replica", s.replica.as_deref().unwrap_or("")),
+            ];
+            f.labelled(&labels, since as f64)?;
+        }
+        Ok(())
     }
-
-    header(
-        out,
-        "longhorn_guard_cluster_view_failing_watches",
-        "gauge",
-        "Kinds whose watch failed and is not relisted yet; above 0 the view is stale and drain allows are confirmed with the API server.",
-    );
-    let _ = writeln!(out, "longhorn_guard_cluster_view_failing_watches {}", fresh.failing.len());
-
-    header(out, "longhorn_guard_cluster_view_objects", "gauge", "Objects in the cluster view, by kind.");
-    for &(kind, n) in &gauges.counts {
-        let _ = writeln!(out, "longhorn_guard_cluster_view_objects{{kind=\"{}\"}} {n}", kind_label(kind));
-    }
-
-    let stalled = &gauges.stalled;
-    header(
-        out,
-        "longhorn_guard_stalled_rebuilds",
-        "gauge",
-        "Replica rebuilds whose progress has not moved for longer than drain.stallAfter.",
-    );
-    let _ = writeln!(out, "longhorn_guard_stalled_rebuilds {}", stalled.len());
-    header(
-        out,
-        "longhorn_guard_stalled_rebuild_since_timestamp_seconds",
-        "gauge",
-        "Unix time since which each stalled rebuild's progress has not moved.",
-    );
-    for s in stalled {
-        let since = s.since.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "longhorn_guard_stalled_rebuild_since_timestamp_seconds{{volume=\"{}\",engine=\"{}\",replica=\"{}\"}} {since}",
-            esc(&s.volume),
-            esc(&s.engine),
-            esc(s.replica.as_deref().unwrap_or("")),
-        );
-    }
-}
-
-fn kind_label(kind: ObjectKind) -> &'static str {
-    kind.display()
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Escapes a label value (backslash, double quote, newline).
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -420,10 +402,5 @@ mod tests {
             .filter_map(|l| l.split("resource=\"").nth(1)?.split('"').next())
             .collect();
         assert_eq!(values, ["other", "pods/eviction"].into_iter().collect());
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 }

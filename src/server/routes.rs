@@ -233,7 +233,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         crate::check::cluster::metrics::render(&mut body, &status);
     }
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"))], body)
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::exposition::CONTENT_TYPE))], body)
         .into_response()
 }
 

@@ -4,12 +4,16 @@
 //! `/metrics`.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+
 use super::{Check, Inventory, Report, Severity};
 use crate::cluster::{ClusterView, SharedView};
+use crate::exposition::family;
 use crate::policy::Policy;
 
 /// The metric names this module exports (docs/install.md#monitoring-opt-in).
@@ -108,67 +112,58 @@ pub async fn refresh_loop(
     }
 }
 
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
 /// Appends the gauges and counters in the Prometheus text format.
 pub fn render(out: &mut String, status: &ChecksStatus) {
-    header(
-        out,
-        "longhorn_guard_findings",
-        "gauge",
-        "check cluster findings by check and severity at the last run.",
-    );
-    for ((check, sev), n) in &status.counts {
-        let _ = writeln!(
-            out,
-            "longhorn_guard_findings{{check=\"{}\",severity=\"{}\"}} {n}",
-            check.id(),
-            sev.as_str()
-        );
+    crate::exposition::append(out, status.clone());
+}
+
+impl Collector for ChecksStatus {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_findings",
+            "check cluster findings by check and severity at the last run.",
+            MetricType::Gauge,
+        )?;
+        for ((check, sev), n) in &self.counts {
+            f.labelled(&[("check", check.id()), ("severity", sev.as_str())], *n as f64)?;
+        }
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_node_drain_ready",
+            "1 when a drain of the node would proceed now, 0 when it would wait.",
+            MetricType::Gauge,
+        )?;
+        for (node, blocking) in &self.nodes {
+            f.labelled(&[("node", node.as_str())], f64::from(u8::from(*blocking == 0)))?;
+        }
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_node_drain_blocking_volumes",
+            "Volumes a drain of the node would wait for.",
+            MetricType::Gauge,
+        )?;
+        for (node, blocking) in &self.nodes {
+            f.labelled(&[("node", node.as_str())], *blocking as f64)?;
+        }
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_checks_last_run_timestamp_seconds",
+            "Unix time of the last completed cluster check run.",
+            MetricType::Gauge,
+        )?;
+        if let Some(t) = self.last_run {
+            f.value(t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as f64)?;
+        }
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_checks_runs",
+            "Cluster check runs by result.",
+            MetricType::Counter,
+        )?;
+        f.labelled(&[("result", "ok")], self.ok as f64)?;
+        f.labelled(&[("result", "failed")], self.failed as f64)
     }
-    header(
-        out,
-        "longhorn_guard_node_drain_ready",
-        "gauge",
-        "1 when a drain of the node would proceed now, 0 when it would wait.",
-    );
-    for (node, blocking) in &status.nodes {
-        let _ = writeln!(
-            out,
-            "longhorn_guard_node_drain_ready{{node=\"{}\"}} {}",
-            esc(node),
-            u8::from(*blocking == 0)
-        );
-    }
-    header(
-        out,
-        "longhorn_guard_node_drain_blocking_volumes",
-        "gauge",
-        "Volumes a drain of the node would wait for.",
-    );
-    for (node, blocking) in &status.nodes {
-        let _ =
-            writeln!(out, "longhorn_guard_node_drain_blocking_volumes{{node=\"{}\"}} {blocking}", esc(node));
-    }
-    header(
-        out,
-        "longhorn_guard_checks_last_run_timestamp_seconds",
-        "gauge",
-        "Unix time of the last completed cluster check run.",
-    );
-    if let Some(t) = status.last_run {
-        let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let _ = writeln!(out, "longhorn_guard_checks_last_run_timestamp_seconds {secs}");
-    }
-    header(out, "longhorn_guard_checks_runs_total", "counter", "Cluster check runs by result.");
-    let _ = writeln!(out, "longhorn_guard_checks_runs_total{{result=\"ok\"}} {}", status.ok);
-    let _ = writeln!(out, "longhorn_guard_checks_runs_total{{result=\"failed\"}} {}", status.failed);
 }
 
 #[cfg(test)]
