@@ -466,3 +466,22 @@ fn a_malformed_object_is_an_error_under_its_check_and_the_rest_is_checked() {
     let quiet = quiet_with(|_| {});
     assert_eq!(of(&r, Check::DrainReadiness).len(), of(&quiet, Check::DrainReadiness).len());
 }
+
+#[test]
+fn an_empty_file_or_one_that_is_no_snapshot_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("snap.yaml");
+    let policy = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lint/policy-deny.yaml");
+    for (text, why) in [
+        ("".to_string(), "holds no object longhorn-guard reads"),
+        ("apiVersion: v1\nkind: List\nitems: []\n".into(), "holds no object longhorn-guard reads"),
+        ("foo: bar\n".into(), "missing apiVersion or kind"),
+        ("42\n".into(), "expected an object, found a number"),
+        (std::fs::read_to_string(policy).unwrap(), "missing apiVersion or kind"),
+    ] {
+        std::fs::write(&f, &text).unwrap();
+        let (code, out, err) = run(&["--state", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{text:?}: {out}{err}");
+        assert!(err.contains(why), "{text:?}: {err}");
+    }
+}

@@ -98,6 +98,24 @@ fn bad_input_exits_2_with_a_clear_reason() {
     let (code, _, err) = check(&["node-1", "--state", DEMO, "--policy", bad.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("unknown field"), "{err}");
+
+    // A file that is empty or no snapshot is refused: an empty view would let every drain through.
+    let admission_review =
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");
+    for (text, why) in [
+        ("", "holds no object longhorn-guard reads"),
+        ("# kubectl get failed\n", "holds no object longhorn-guard reads"),
+        ("apiVersion: v1\nkind: List\nitems: []\n", "holds no object longhorn-guard reads"),
+        (&std::fs::read_to_string(admission_review).unwrap(), "holds no object longhorn-guard reads"),
+        ("foo: bar\n", "missing apiVersion or kind"),
+        ("42\n", "expected an object, found a number"),
+    ] {
+        let f = dir.path().join("snap.yaml");
+        std::fs::write(&f, text).unwrap();
+        let (code, out, err) = check(&["node-1", "--state", f.to_str().unwrap()]);
+        assert_eq!(code, 2, "{text:?}: {out}{err}");
+        assert!(err.contains(why), "{text:?}: {err}");
+    }
 }
 
 #[test]

@@ -277,3 +277,36 @@ async fn quiet_resumed_watches_are_listed_again_then_trusted() {
     assert!(lists.is_empty(), "fresh again: no confirmation: {lists:?}");
     guard.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_the_watch_cannot_read_makes_its_kind_list_again() {
+    let (s, items) = cluster();
+    let api = WatchApi::start(items).await;
+    let guard = Guard::start(&api, Duration::from_secs(3600)).await;
+    let a = guard.evict(STORAGE_NODE).await;
+    assert!(a.allowed, "{}", a.message);
+    let mark = api.requests().len();
+    // The victim's other replicas fail, in events the watch cannot read; then an unrelated
+    // replica and engine change in events it can read (the stream goes on past the lost ones).
+    for o in fail_replicas(&s, VICTIM, STORAGE_NODE, true) {
+        api.modify_unreadably(o);
+    }
+    let victim_name = Synthetic::volume_name(VICTIM);
+    let mut other =
+        s.objects(Group::Replica).find(|r| r["spec"]["volumeName"] != victim_name.as_str()).unwrap();
+    other["metadata"]["annotations"] = json!({"e2e": "touched"});
+    api.modify(other);
+    let victim = Synthetic::volume_name(VICTIM);
+    let mut engine = s.objects(Group::Engine).find(|e| e["spec"]["volumeName"] != victim.as_str()).unwrap();
+    engine["metadata"]["annotations"] = json!({"e2e": "touched"});
+    api.modify(engine);
+    let whole_list =
+        |q: &String| q.starts_with(REPLICAS) && !q.contains("watch=") && !q.contains("labelSelector");
+    until("replicas listed again", || api.requests()[mark..].iter().any(whole_list)).await;
+    until("every kind current again", || guard.failing().is_empty()).await;
+    let a = guard.evict(STORAGE_NODE).await;
+    assert!(!a.allowed, "the lost change is in the view after the list");
+    assert_eq!(a.code, 429);
+    assert!(a.message.contains("would strand"), "{}", a.message);
+    guard.stop().await;
+}

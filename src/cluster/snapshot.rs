@@ -24,6 +24,10 @@ pub enum SnapshotError {
     Syntax { path: PathBuf, message: String },
     #[error("{path}: {item}: {message}")]
     Item { path: PathBuf, item: String, message: String },
+    /// Nothing in the file is an object longhorn-guard reads: an empty view would allow every
+    /// drain, so it is refused (a `kubectl get ... > file` that failed leaves such a file).
+    #[error("{path}: holds no object longhorn-guard reads (Nodes, Pods, StorageClasses, Longhorn objects): is it empty, or not a cluster snapshot?")]
+    Empty { path: PathBuf },
 }
 
 /// Reads a snapshot file into a synced view whose source is that file.
@@ -42,6 +46,9 @@ pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
         Ok(())
     })
     .map_err(|e| SnapshotError::from_items(path, e))?;
+    if objects.is_empty() {
+        return Err(SnapshotError::Empty { path: path.to_path_buf() });
+    }
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     tracing::debug!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
@@ -91,17 +98,25 @@ pub(crate) fn flatten(doc: Value, label: &str, out: &mut Vec<(String, Value)>) {
     }
 }
 
+/// Checks that a snapshot item is a Kubernetes object: a map with `apiVersion` and `kind`.
+pub fn check_item(item: &Value) -> Result<(), String> {
+    if !item.is_object() {
+        return Err(format!("expected an object, found {}", crate::admission::json_type(item)));
+    }
+    let has = |k: &str| item.get(k).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    if !has("apiVersion") || !has("kind") {
+        let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>");
+        return Err(format!("{name}: missing apiVersion or kind"));
+    }
+    Ok(())
+}
+
 /// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
 fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
-    if !item.is_object() {
-        return Err(format!("expected an object, found {}", crate::admission::json_type(&item)));
-    }
+    check_item(&item)?;
     let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
     let kind_name = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
     let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
-    if api_version.is_empty() || kind_name.is_empty() {
-        return Err(format!("{name}: missing apiVersion or kind"));
-    }
     let Some(kind) = super::readset::kind_of(&api_version, &kind_name) else {
         if api_version == super::LONGHORN_API_VERSION
             && super::readset::CHECK_ONLY_KINDS.contains(&kind_name.as_str())

@@ -78,6 +78,13 @@ pub fn targets() -> Vec<Target> {
 
 type KindEvents = BoxStream<'static, (ObjectKind, Result<Event<Item>, watcher::Error>)>;
 
+/// True for an error inside a running watch stream that the stream continues past: a line it
+/// could not decode (an event it skipped) or an error line. A broken connection
+/// (`ReadEvents`) is not one: the watcher resumes from the last event it delivered.
+pub fn loses_events(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchFailed(err) if !matches!(err, kube::Error::ReadEvents(_)))
+}
+
 /// The events of one kind's watcher. After an error, an event, a started list or
 /// `recheck_after` ([`RECHECK_AFTER`]) with neither ends the failing spell; in the last case the
 /// watcher is started over, so the kind is listed again. A `410 Gone` starts it over at once.
@@ -88,12 +95,19 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
         inner: Option<BoxStream<'static, Result<Event<Item>, watcher::Error>>>,
         /// When the last error of a failing spell arrived.
         failed_at: Option<tokio::time::Instant>,
-        /// When a `410 Gone` last restarted the watcher at once.
+        /// When a `410 Gone` or a lost event last restarted the watcher at once.
         gone_at: Option<tokio::time::Instant>,
+        /// A restart that repeats within `recheck_after` waits until then.
+        restart_at: Option<tokio::time::Instant>,
     }
-    let start = State { api, inner: None, failed_at: None, gone_at: None };
+    let start = State { api, inner: None, failed_at: None, gone_at: None, restart_at: None };
     stream::unfold(start, move |mut st| async move {
         loop {
+            if st.inner.is_none() {
+                if let Some(at) = st.restart_at.take() {
+                    tokio::time::sleep_until(at).await;
+                }
+            }
             let api = st.api.clone();
             let inner = st.inner.get_or_insert_with(|| {
                 watcher::watcher(api, watcher::Config::default())
@@ -137,6 +151,13 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
                     let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
                     if fault_of(&e) == WatchFault::Gone && !recent {
                         st.inner = None;
+                        st.gone_at = Some(now);
+                    } else if loses_events(&e) {
+                        // The stream goes on past an event it could not read: the kind's state is
+                        // unknown until it is listed again, so the watcher starts over (at once,
+                        // or `recheck_after` after the last restart if they repeat).
+                        st.inner = None;
+                        st.restart_at = st.gone_at.filter(|_| recent).map(|t| t + recheck_after);
                         st.gone_at = Some(now);
                     }
                     return Some(((kind, Err(e)), st));
@@ -196,6 +217,11 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
                         kind = kind.display(),
                         error = %e,
                         "watch expired (410 Gone): listing the kind again; the view is stale until then"
+                    ),
+                    WatchFault::Error if loses_events(&e) => tracing::warn!(
+                        kind = kind.display(),
+                        error = %e,
+                        "watch skipped an event it could not read: listing the kind again; the view is stale until then"
                     ),
                     WatchFault::Error => tracing::warn!(
                         kind = kind.display(),

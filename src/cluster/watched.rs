@@ -64,8 +64,9 @@ fn kube_meta(m: &mut Meta) -> ObjectMeta {
 /// Reads the object as raw JSON text first, so that an object that does not fit still yields
 /// its name. The API server writes a watch event's `type` before its `object` (Go struct field
 /// order), which lets serde hand the object over unbuffered; an event with `object` first
-/// cannot be read this way and fails the watch, which then retries and the view ages (allows
-/// are confirmed by reads meanwhile): never a silent allow.
+/// cannot be read this way: the watch reports an error and goes on past it, so the kind's
+/// watcher starts over with a list ([`super::watch::loses_events`]) and the kind stays stale
+/// (allows confirmed by reads) until that list is in: never a silent allow.
 impl<'de, T: Lean> Deserialize<'de> for Watched<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw: Box<RawValue> = Deserialize::deserialize(d)?;

@@ -125,7 +125,17 @@ impl WatchApi {
 
     /// Replaces the object with `o`'s apiVersion, kind, namespace and name (adds it when
     /// absent) at a new resource version, and sends a MODIFIED event to open watches.
-    pub fn modify(&self, mut o: Value) {
+    pub fn modify(&self, o: Value) {
+        self.change(o, false)
+    }
+
+    /// [`WatchApi::modify`], but the event line has `object` before `type`, as a proxy that
+    /// sorts keys would write it: a line the watch cannot read.
+    pub fn modify_unreadably(&self, o: Value) {
+        self.change(o, true)
+    }
+
+    fn change(&self, mut o: Value, object_first: bool) {
         let rv = self.shared.rv.fetch_add(1, Ordering::SeqCst) + 1;
         o["metadata"]["resourceVersion"] = json!(rv.to_string());
         let same = |a: &Value| {
@@ -140,7 +150,8 @@ impl WatchApi {
                 None => items.push(o.clone()),
             }
         }
-        let _ = self.shared.events.send(json!({"type": "MODIFIED", "object": o}));
+        let _ =
+            self.shared.events.send(json!({"type": "MODIFIED", "object": o, "objectFirst": object_first}));
     }
 }
 
@@ -216,5 +227,8 @@ fn tokio_stream_of(rx: broadcast::Receiver<Value>) -> impl futures::Stream<Item 
 /// One watch event line as the API server writes it: `type` before `object` (the field order
 /// of Go's `metav1.WatchEvent`; `serde_json`'s map would sort `object` first).
 fn event_line(ev: &Value) -> String {
+    if ev["objectFirst"] == true {
+        return format!("{{\"object\":{},\"type\":{}}}\n", ev["object"], ev["type"]);
+    }
     format!("{{\"type\":{},\"object\":{}}}\n", ev["type"], ev["object"])
 }

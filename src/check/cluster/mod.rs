@@ -135,12 +135,16 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
         &text,
         || (Inventory::default(), Vec::new()),
         |(inv, objects): &mut (Inventory, Vec<Object>), _label, item| {
+            crate::cluster::snapshot::check_item(&item)?;
             objects.extend(inv.ingest(item));
             Ok::<(), String>(())
         },
     )
     .map_err(|e| SnapshotError::from_items(path, e))?;
     drop(text);
+    if objects.is_empty() && inv.read.is_empty() && inv.settings.is_empty() && inv.unreadable.is_empty() {
+        return Err(SnapshotError::Empty { path: path.to_path_buf() }.into());
+    }
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     Ok((inv, view))
