@@ -14,7 +14,7 @@ use longhorn_guard::cluster::SharedView;
 use longhorn_guard::policy::drain::analyze_node;
 use longhorn_guard::policy::Policy;
 use serde_json::Value;
-use support::apiserver::FakeApi;
+use support::apiserver::{FakeApi, Mangle};
 use support::generated::*;
 
 /// How long the stand-in holds each answer, so that concurrent reads overlap.
@@ -133,6 +133,69 @@ async fn an_api_error_denies_as_could_not_confirm() {
         st.message
     );
     assert!(!st.message.contains('\n'), "{}", st.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_list_answer_denies_as_could_not_confirm() {
+    // The API server's state: the drained node holds each volume's last healthy replica. The
+    // stale cache still has the others healthy, so it allows and the confirmation decides.
+    let now = state(&Layout { volumes: 3, replica_nodes: &["node-1", DRAINED], failed_elsewhere: 3 });
+    let cached = state(&Layout { volumes: 3, replica_nodes: &["node-1", DRAINED], failed_elsewhere: 0 });
+    fn on_node(path: &str, query: &str) -> bool {
+        path.ends_with("/replicas") && query.contains("longhornnode%3Dnode-3")
+    }
+    let manglings: [(&str, Mangle, &str); 5] = [
+        ("control: answered as is", |_, _, _| {}, "would strand 3 volumes"),
+        (
+            "no items field",
+            |p, q, b| {
+                if on_node(p, q) {
+                    b.as_object_mut().unwrap().remove("items");
+                }
+            },
+            "has no items field",
+        ),
+        (
+            "a Status answered with 200",
+            |p, q, b| {
+                if on_node(p, q) {
+                    *b = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Success"});
+                }
+            },
+            "the answer is a \"Status\", not a ReplicaList",
+        ),
+        (
+            "one page of a longer list",
+            |p, q, b| {
+                if on_node(p, q) {
+                    b["metadata"]["continue"] = "page-2".into();
+                    b["items"].as_array_mut().unwrap().truncate(1);
+                }
+            },
+            "one page of a longer list",
+        ),
+        (
+            "metadata only",
+            |p, q, b| {
+                if on_node(p, q) {
+                    b["kind"] = "PartialObjectMetadataList".into();
+                }
+            },
+            "not a ReplicaList",
+        ),
+    ];
+    for (what, mangle, want) in manglings {
+        let fake = FakeApi::start_mangled(now.clone(), mangle).await;
+        let stale = SharedView::new(stale_watch_view(&cached));
+        let confirmer = confirm::confirmer(fake.client(), stale.clone());
+        let admitter = Admitter::new(stale, Arc::new(Policy::default()), Some(confirmer));
+        let body = eviction_of_drained(&cached);
+        let out = admitter.admit(WebhookKind::Validate, &body, Duration::from_secs(5)).await.unwrap();
+        assert!(!out.decision.allowed, "{what}");
+        let message = out.decision.status.unwrap().message;
+        assert!(message.contains(want), "{what}: {message}");
+        assert!(fake.seen.requests().iter().any(|r| r.contains("longhornnode%3Dnode-3")), "{what}");
+    }
 }
 
 /// Not a check: prints how long confirmations take against the stand-in (which answers at

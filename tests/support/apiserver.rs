@@ -34,6 +34,9 @@ impl Seen {
 }
 
 /// A running stand-in API server.
+/// Rewrites an answer body, given the request's path and query.
+pub type Mangle = fn(&str, &str, &mut Value);
+
 pub struct FakeApi {
     pub addr: std::net::SocketAddr,
     pub seen: Arc<Seen>,
@@ -61,7 +64,17 @@ impl FakeApi {
         Self::start_with(items, hold, false).await
     }
 
+    /// As [`FakeApi::start`], but `mangle` may rewrite each successful answer (given the
+    /// request's path and query), as a broken proxy or API server would.
+    pub async fn start_mangled(items: Vec<Value>, mangle: Mangle) -> Self {
+        Self::start_full(items, Duration::ZERO, true, Some(mangle)).await
+    }
+
     async fn start_with(items: Vec<Value>, hold: Duration, tables: bool) -> Self {
+        Self::start_full(items, hold, tables, None).await
+    }
+
+    async fn start_full(items: Vec<Value>, hold: Duration, tables: bool, mangle: Option<Mangle>) -> Self {
         let (certs, acceptor, listener) = super::tls_listener().await;
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
@@ -87,7 +100,8 @@ impl FakeApi {
                                     Ok::<_, std::convert::Infallible>(if refuse {
                                         not_acceptable(&seen, req.uri())
                                     } else {
-                                        answer(&seen, &items, req.uri(), accept.as_deref(), hold).await
+                                        answer(&seen, &items, req.uri(), accept.as_deref(), hold, mangle)
+                                            .await
                                     })
                                 }
                             });
@@ -134,6 +148,7 @@ async fn answer(
     uri: &hyper::Uri,
     accept: Option<&str>,
     hold: Duration,
+    mangle: Option<Mangle>,
 ) -> hyper::Response<Full<Bytes>> {
     let now = seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     seen.max_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -144,7 +159,12 @@ async fn answer(
     let reply = respond(items, &path, &query, accept);
     seen.in_flight.fetch_sub(1, Ordering::SeqCst);
     let (status, body) = match reply {
-        Ok(body) => (200, body),
+        Ok(mut body) => {
+            if let Some(mangle) = mangle {
+                mangle(&path, &query, &mut body);
+            }
+            (200, body)
+        }
         Err(message) => (
             400,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": "BadRequest", "code": 400}),

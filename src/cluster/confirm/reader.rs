@@ -13,10 +13,28 @@ use super::{ConfirmError, MAX_ERROR_CHARS};
 use crate::cluster::readset;
 use crate::cluster::{InstanceManager, Object, ObjectKind};
 
-/// A Kubernetes list body: only its items are read.
+/// A Kubernetes list body: its kind, whether it is complete, and its items.
 #[derive(Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
 struct List<T> {
-    items: Option<Vec<T>>,
+    kind: Option<String>,
+    #[serde(default)]
+    metadata: ListMeta,
+    /// `None` when the field is absent; `Some(None)` for `null` (an empty list, as Go writes a
+    /// nil slice).
+    #[serde(default, deserialize_with = "present")]
+    items: Option<Option<Vec<T>>>,
+}
+
+/// A field that is present (`null` included).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+#[derive(Default, Deserialize)]
+struct ListMeta {
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
 }
 
 /// The objects one LIST returned, and when it was sent among the confirmation's reads. A read
@@ -56,19 +74,19 @@ impl Reader<'_> {
             (true, None) => kind.display().to_string(),
         };
         let (sent, body) = self.fetch(kind, selector, None, &what).await?;
-        let decode =
-            |e: serde_json::Error| ConfirmError::Decode { what: what.clone(), message: e.to_string() };
+        let want = format!("{}List", readset::resource(kind).type_name);
         let objects = match kind {
-            ObjectKind::Node => parse(&body, Object::Node).map_err(decode)?,
-            ObjectKind::Pod => parse(&body, Object::Pod).map_err(decode)?,
-            ObjectKind::StorageClass => parse(&body, Object::StorageClass).map_err(decode)?,
-            ObjectKind::Volume => parse(&body, Object::Volume).map_err(decode)?,
-            ObjectKind::Replica => parse(&body, Object::Replica).map_err(decode)?,
-            ObjectKind::Engine => parse(&body, Object::Engine).map_err(decode)?,
-            ObjectKind::LonghornNode => parse(&body, Object::LonghornNode).map_err(decode)?,
-            ObjectKind::Setting => parse(&body, Object::Setting).map_err(decode)?,
-            ObjectKind::InstanceManager => parse(&body, Object::InstanceManager).map_err(decode)?,
-        };
+            ObjectKind::Node => parse(&body, &want, Object::Node),
+            ObjectKind::Pod => parse(&body, &want, Object::Pod),
+            ObjectKind::StorageClass => parse(&body, &want, Object::StorageClass),
+            ObjectKind::Volume => parse(&body, &want, Object::Volume),
+            ObjectKind::Replica => parse(&body, &want, Object::Replica),
+            ObjectKind::Engine => parse(&body, &want, Object::Engine),
+            ObjectKind::LonghornNode => parse(&body, &want, Object::LonghornNode),
+            ObjectKind::Setting => parse(&body, &want, Object::Setting),
+            ObjectKind::InstanceManager => parse(&body, &want, Object::InstanceManager),
+        }
+        .map_err(|message| ConfirmError::Decode { what: what.clone(), message })?;
         Ok(Listed { sent, objects })
     }
 
@@ -170,10 +188,21 @@ impl Reader<'_> {
     }
 }
 
-/// Parses a list body once, straight into the kind's typed objects.
-fn parse<T: DeserializeOwned>(body: &str, wrap: fn(T) -> Object) -> Result<Vec<Object>, serde_json::Error> {
-    let list: List<T> = serde_json::from_str(body)?;
-    Ok(list.items.unwrap_or_default().into_iter().map(wrap).collect())
+/// Parses a list body once, straight into the kind's typed objects. Only a complete list of
+/// kind `want` stands for the state: one of another kind (a `Status` answered with 200, a
+/// Table, metadata only), without an `items` field, or cut short (a `continue` token) is
+/// refused, and the confirmation with it.
+fn parse<T: DeserializeOwned>(body: &str, want: &str, wrap: fn(T) -> Object) -> Result<Vec<Object>, String> {
+    let list: List<T> = serde_json::from_str(body).map_err(|e| e.to_string())?;
+    let kind = list.kind.unwrap_or_default();
+    if kind != want {
+        return Err(format!("the answer is a {kind:?}, not a {want}"));
+    }
+    if list.metadata.continue_token.is_some_and(|t| !t.is_empty()) {
+        return Err("the answer is one page of a longer list (it has a continue token)".into());
+    }
+    let items = list.items.ok_or_else(|| format!("the {want} has no items field"))?;
+    Ok(items.unwrap_or_default().into_iter().map(wrap).collect())
 }
 
 fn one_line(s: &str) -> String {
