@@ -284,13 +284,13 @@ pub fn run(args: CertsArgs) -> ExitCode {
             match written {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("longhorn-guard certs: the certificates are written, but {e}");
+                    crate::stderr_line!("longhorn-guard certs: the certificates are written, but {e}");
                     ExitCode::from(1)
                 }
             }
         }
         Err(e) => {
-            eprintln!("longhorn-guard certs: {e}");
+            crate::stderr_line!("longhorn-guard certs: {e}");
             ExitCode::from(1)
         }
     }

@@ -90,7 +90,7 @@ async fn live_view(node: &str) -> Result<ClusterView, String> {
 }
 
 fn bad_input(msg: &str) -> ExitCode {
-    eprintln!("longhorn-guard check drain: {msg}");
+    crate::stderr_line!("longhorn-guard check drain: {msg}");
     ExitCode::from(2)
 }
 

@@ -58,7 +58,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("longhorn-guard: cannot start the async runtime: {e}");
+            crate::stderr_line!("longhorn-guard: cannot start the async runtime: {e}");
             return ExitCode::from(2);
         }
     };
@@ -79,8 +79,13 @@ fn init_logging(format: LogFormat, filter: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        // A log line that cannot be written (standard error closed or full) is dropped;
+        // reporting that on standard error again would panic.
+        .log_internal_errors(false);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -12,3 +12,19 @@ pub fn stdout(text: &str) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+/// Writes one line to standard error, as `eprintln!` does, but never panics: when standard
+/// error is gone or full (a closed pipe, `2>/dev/full`) the line is dropped and the command
+/// goes on to its exit status.
+pub fn stderr_line(line: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}").and_then(|()| err.flush());
+}
+
+/// [`stderr_line`] with `format!` arguments.
+#[macro_export]
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {
+        $crate::output::stderr_line(&format!($($arg)*))
+    };
+}

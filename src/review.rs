@@ -57,6 +57,6 @@ pub async fn run(args: ReviewArgs) -> ExitCode {
 }
 
 fn bad_input(msg: &str) -> ExitCode {
-    eprintln!("longhorn-guard review: {msg}");
+    crate::stderr_line!("longhorn-guard review: {msg}");
     ExitCode::from(2)
 }

@@ -166,3 +166,38 @@ fn output_that_cannot_be_written_is_an_error() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.starts_with("longhorn-guard check drain: cannot write to standard output: "), "{err}");
 }
+
+#[test]
+fn standard_error_that_cannot_be_written_never_changes_the_exit_status() {
+    // Standard error closed (its reader gone) or full: the messages and log lines are lost,
+    // the exit status is still the command's answer, never a panic's 101.
+    let eviction = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/eviction-node-2.json");
+    let lint_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/lint/manifests");
+    let cases: [(&[&str], i32); 5] = [
+        (&["review", "--state", DEMO], 1),
+        (&["check", "drain", "node-9", "--state", DEMO], 2),
+        (&["check", "cluster", "--state", "/nonexistent.yaml"], 2),
+        (&["lint", lint_dir], 0),
+        (&["check", "drain", "node-1", "--state", DEMO], 1),
+    ];
+    for (args, code) in cases {
+        for closed in [true, false] {
+            let stderr: std::process::Stdio = if closed {
+                let (reader, writer) = std::io::pipe().unwrap();
+                drop(reader);
+                writer.into()
+            } else {
+                std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap().into()
+            };
+            let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+                .args(args)
+                .env("LONGHORN_GUARD_LOG", "debug")
+                .env_remove("LONGHORN_GUARD_POLICY")
+                .stdin(std::fs::File::open(eviction).unwrap())
+                .stderr(stderr)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(code), "{args:?} (stderr closed: {closed})");
+        }
+    }
+}

@@ -127,7 +127,7 @@ pub fn run(args: LintArgs) -> ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("longhorn-guard lint: policy: {e}");
+            crate::stderr_line!("longhorn-guard lint: policy: {e}");
             return ExitCode::from(2);
         }
     };
@@ -139,10 +139,10 @@ pub fn run(args: LintArgs) -> ExitCode {
         }
     };
     if let Err(e) = crate::output::stdout(&out) {
-        eprintln!("longhorn-guard lint: {e}");
+        crate::stderr_line!("longhorn-guard lint: {e}");
         return ExitCode::from(2);
     }
-    eprintln!(
+    crate::stderr_line!(
         "longhorn-guard lint: {} input(s), {} warning(s), {} denied, {} error(s)",
         report.inputs,
         report.count(Severity::Warning),

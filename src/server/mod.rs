@@ -257,7 +257,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(msg) => {
-            eprintln!("longhorn-guard serve: {msg}");
+            crate::stderr_line!("longhorn-guard serve: {msg}");
             ExitCode::from(1)
         }
     }

@@ -179,6 +179,6 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
 }
 
 fn bad_input(msg: &str) -> ExitCode {
-    eprintln!("longhorn-guard check cluster: {msg}");
+    crate::stderr_line!("longhorn-guard check cluster: {msg}");
     ExitCode::from(2)
 }
