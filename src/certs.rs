@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose,
+    KeyPair, KeyUsagePurpose, PublicKeyData as _,
 };
 
 /// Validity of the CA certificate: 10 years.
@@ -104,6 +104,8 @@ pub enum CertsError {
     HalfCa { present: PathBuf, missing: PathBuf },
     #[error("invalid subject alternative name {name:?}: {message}")]
     BadName { name: String, message: String },
+    #[error("--{flag} {value:?} is not a Kubernetes {flag} name: 1 to 63 lowercase letters, digits or '-', starting and ending with a letter or digit")]
+    BadLabel { flag: &'static str, value: String },
     #[error("cannot generate the {what}: {message}")]
     Generate { what: &'static str, message: String },
 }
@@ -143,6 +145,11 @@ pub fn subject_alt_names(opts: &CertsOptions) -> Vec<String> {
 
 /// Writes (or re-issues) the CA and serving certificate into `opts.out`.
 pub fn generate(opts: &CertsOptions) -> Result<Generated, CertsError> {
+    for (flag, value) in [("service", &opts.service), ("namespace", &opts.namespace)] {
+        if !is_dns_label(value) {
+            return Err(CertsError::BadLabel { flag, value: value.clone() });
+        }
+    }
     let dir = &opts.out;
     std::fs::create_dir_all(dir).map_err(|source| CertsError::CreateDir { path: dir.clone(), source })?;
     let ca_cert_path = dir.join("ca.crt");
@@ -241,7 +248,31 @@ fn load_ca(cert: &Path, key: &Path) -> Result<Option<(String, KeyPair)>, CertsEr
         what: "certificate",
         message: e.to_string(),
     })?;
+    // A key from another CA would sign serving certificates that this CA cannot verify.
+    if ca_public_key(&cert_pem).as_deref() != Some(key_pair.subject_public_key_info().as_slice()) {
+        return Err(CertsError::BadCa {
+            path: key.to_path_buf(),
+            what: "key",
+            message: format!("it is not the key of the CA certificate {}", cert.display()),
+        });
+    }
     Ok(Some((cert_pem, key_pair)))
+}
+
+/// An RFC 1123 label, as Service and Namespace names are: what the DNS names of the
+/// serving certificate are built from.
+fn is_dns_label(s: &str) -> bool {
+    let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    (1..=63).contains(&b.len()) && ok(b[0]) && ok(b[b.len() - 1]) && b.iter().all(|c| ok(*c) || *c == b'-')
+}
+
+/// The DER SubjectPublicKeyInfo of the first certificate in `pem`, if it parses.
+fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject as _;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    Some(cert.tbs_certificate.subject_pki.raw.to_vec())
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory (created with

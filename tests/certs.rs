@@ -140,6 +140,34 @@ fn broken_or_half_ca_is_a_clear_error_naming_the_file() {
     // --rotate-ca recovers.
     assert!(certs(&["--out", out, "--rotate-ca"]).status.success());
 
+    // The key of another CA beside this CA's certificate: its serving certificates would not
+    // verify against the caBundle.
+    let other = tempfile::tempdir().unwrap();
+    assert!(certs(&["--out", other.path().to_str().unwrap()]).status.success());
+    let tls_before = std::fs::read(dir.path().join("tls.crt")).unwrap();
+    std::fs::copy(other.path().join("ca.key"), dir.path().join("ca.key")).unwrap();
+    let o = certs(&["--out", out]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("it is not the key of the CA certificate"), "{err}");
+    assert!(err.contains("--rotate-ca"), "{err}");
+    assert_eq!(std::fs::read(dir.path().join("tls.crt")).unwrap(), tls_before, "nothing written");
+    assert!(certs(&["--out", out, "--rotate-ca"]).status.success());
+
+    // Names that cannot be a Service or Namespace: no certificate is written for them.
+    for args in [
+        &["--service", ""][..],
+        &["--service", "bad name!"],
+        &["--service=-guard"],
+        &["--namespace", "Guard"],
+        &["--namespace", &"n".repeat(64)],
+    ] {
+        let o = certs(&[&["--out", out][..], args].concat());
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("is not a Kubernetes"), "{args:?}: {err}");
+    }
+
     // An unwritable target names the path.
     let file = dir.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
