@@ -1,7 +1,7 @@
 //! How current the view is ([`Freshness`]), and the bookkeeping that keeps it: when each kind
 //! last received data, which watches are failing, which objects could not be read.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{ClusterView, ObjectKind};
 
@@ -32,6 +32,10 @@ pub struct Freshness {
     /// Kinds whose watch failed (API server unreachable, `410 Gone`, ...) and has neither been
     /// relisted nor delivered an event since: the view is stale whatever its age.
     pub failing: Vec<&'static str>,
+    /// The same age as [`Freshness::age`], on the monotonic clock, when it was computed: a
+    /// wall clock stepped back (an NTP step, a resumed VM) cannot make old data look new.
+    /// `None` before every kind has received data, and for snapshots.
+    pub monotonic_age: Option<Duration>,
 }
 
 impl Freshness {
@@ -44,12 +48,14 @@ impl Freshness {
     }
 
     /// True when the data may be relied on for an allow at `now` given the bound `max_age`:
-    /// synced, every object readable, no watch failing, and every kind updated within `max_age`.
+    /// synced, every object readable, no watch failing, and every kind updated within `max_age`
+    /// by the wall clock and by the monotonic clock.
     pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
         self.synced
             && self.unreadable.is_empty()
             && self.failing.is_empty()
             && self.age(now).is_some_and(|a| a <= max_age)
+            && self.monotonic_age.is_none_or(|a| a <= max_age)
     }
 }
 
@@ -68,7 +74,23 @@ impl ClusterView {
             .collect();
         unreadable.sort();
         let failing = self.failing.iter().map(|k| k.display()).collect();
-        Freshness { source: self.source.clone(), synced: self.synced, updated_at, unreadable, failing }
+        let monotonic_age = match self.source {
+            Source::Snapshot(_) => None,
+            _ => ObjectKind::ALL
+                .iter()
+                .map(|k| self.kind_seen.get(k).copied())
+                .collect::<Option<Vec<Instant>>>()
+                .and_then(|seen| seen.into_iter().min())
+                .map(|t| t.elapsed()),
+        };
+        Freshness {
+            source: self.source.clone(),
+            synced: self.synced,
+            updated_at,
+            unreadable,
+            failing,
+            monotonic_age,
+        }
     }
 
     /// Records that the watch of `kind` failed: until the kind is relisted
@@ -100,6 +122,7 @@ impl ClusterView {
 
     /// Records that data for `kind` arrived at `now` (an event or a completed list).
     pub fn touch_kind(&mut self, kind: ObjectKind, now: SystemTime) {
+        self.kind_seen.insert(kind, Instant::now());
         let t = self.kind_updated.entry(kind).or_insert(now);
         if *t < now {
             *t = now;
@@ -120,5 +143,30 @@ impl ClusterView {
                 self.unreadable.remove(&kind);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wall_clock_stepped_back_does_not_make_old_data_fresh() {
+        let now = SystemTime::now();
+        let bound = Duration::from_secs(5);
+        let mut v = ClusterView::new(Source::Watch);
+        v.mark_synced(now);
+        let f = v.freshness();
+        assert!(f.monotonic_age.is_some_and(|a| a < bound), "{f:?}");
+        assert!(f.is_fresh(now, bound));
+        // The data is a minute old by the monotonic clock while the wall clock, stepped back
+        // by a minute, says it is new.
+        let stepped = Freshness { monotonic_age: Some(Duration::from_secs(60)), ..f.clone() };
+        assert_eq!(stepped.age(now), Some(Duration::ZERO));
+        assert!(!stepped.is_fresh(now, bound));
+        // A snapshot is the truth however long ago it was loaded.
+        let mut snap = ClusterView::new(Source::Snapshot("s".into()));
+        snap.mark_synced(now);
+        assert_eq!(snap.freshness().monotonic_age, None);
     }
 }

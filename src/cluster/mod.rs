@@ -70,6 +70,8 @@ pub struct ClusterView {
     synced: bool,
     /// When each kind last received data.
     kind_updated: HashMap<ObjectKind, SystemTime>,
+    /// When each kind last received data, on the monotonic clock ([`Freshness::monotonic_age`]).
+    kind_seen: HashMap<ObjectKind, std::time::Instant>,
     /// Names of watched objects, by kind, that could not be read.
     unreadable: HashMap<ObjectKind, BTreeSet<String>>,
     /// Kinds whose watch failed and that have neither been relisted nor had an event since.
@@ -102,6 +104,7 @@ impl ClusterView {
             source,
             synced: false,
             kind_updated: HashMap::new(),
+            kind_seen: HashMap::new(),
             unreadable: HashMap::new(),
             failing: BTreeSet::new(),
         }
