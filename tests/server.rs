@@ -566,3 +566,41 @@ async fn shutdown_cuts_requests_still_running_after_the_grace_period() {
     let closed = tokio::time::timeout(Duration::from_secs(10), stuck.tls.read_to_end(&mut got)).await;
     assert!(closed.is_ok(), "the cut connection was left open");
 }
+
+#[tokio::test]
+async fn unknown_routes_and_methods_get_one_line_naming_the_routes() {
+    let s = TestServer::start(test_limits()).await;
+    for (method, path, code, want) in [
+        ("GET", "/nope", 404, "no such route: GET /nope; longhorn-guard serves POST /validate"),
+        ("GET", "/validate", 405, "method not allowed: GET /validate;"),
+        ("DELETE", "/metrics", 405, "method not allowed: DELETE /metrics;"),
+    ] {
+        let r = request(s.addr, &s.client, method, path, vec![]).await.unwrap();
+        assert_eq!(r.status, code, "{method} {path}");
+        assert!(r.content_type.starts_with("text/plain"), "{method} {path}: {}", r.content_type);
+        let text = r.text();
+        assert!(text.starts_with(want), "{method} {path}: {text:?}");
+        assert_eq!(text.trim_end().lines().count(), 1, "{text:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_declared_past_the_limit_gets_413_without_waiting_for_it() {
+    // The client declares 100 GB and sends one byte: the answer is the 413, at once, not a
+    // 503 at the request deadline.
+    let s = TestServer::start(test_limits()).await;
+    let mut tls = connect(s.addr, &s.client).await.unwrap();
+    let head = "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 99999999999\r\n\r\n{";
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), tls.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "closed without an answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+}

@@ -20,6 +20,8 @@ use crate::clip::{clip_to, MAX_TEXT};
 /// The most a body past the limit is read (and discarded) so the client still sees the 413
 /// before the connection closes; a client sending more is cut off.
 const MAX_DRAIN_BYTES: u64 = 64 * 1024 * 1024;
+/// How long draining a body past the limit waits for its next piece before the 413 is sent.
+const DRAIN_PAUSE: Duration = Duration::from_secs(1);
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -28,7 +30,25 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_route)
         .with_state(state)
+}
+
+/// The routes, for the answer to a request that matches none.
+const ROUTES: &str = "POST /validate, POST /mutate, GET /healthz, GET /readyz, GET /metrics";
+
+/// 404 for an unknown path, 405 for a known path with another method, each with one line.
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    let path = uri.path();
+    let known = ROUTES.split(", ").any(|r| r.ends_with(&format!(" {path}")));
+    let (code, what) = if known {
+        (StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+    } else {
+        (StatusCode::NOT_FOUND, "no such route")
+    };
+    let path = clip_to(path, 200);
+    text(code, &format!("{what}: {method} {path}; longhorn-guard serves {ROUTES}"))
 }
 
 async fn validate(
@@ -143,7 +163,18 @@ async fn read_body(headers: &HeaderMap, mut body: Body, max: u64) -> Result<Byte
     let mut buf: Vec<u8> = Vec::with_capacity(declared.filter(|n| *n <= max).unwrap_or(0) as usize);
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
-    while let Some(frame) = body.frame().await {
+    loop {
+        // Once the answer is a 413, the rest is drained only while it keeps coming: a client
+        // that declared more than it sends gets the 413 now, not at the request deadline.
+        let next = if too_large {
+            match tokio::time::timeout(DRAIN_PAUSE, body.frame()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            }
+        } else {
+            body.frame().await
+        };
+        let Some(frame) = next else { break };
         let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
         let Ok(data) = frame.into_data() else { continue };
         total += data.len() as u64;
