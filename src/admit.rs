@@ -180,7 +180,8 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
                 volumes = %clip_to(&volumes, MAX_TEXT),
                 overridden = %clip(d.details.overridden.as_deref().unwrap_or("")),
                 warnings = d.warnings.len(),
-                reason = %clip_to(message, MAX_TEXT),
+                // One event, one line: a message's line breaks are joined in the log.
+                reason = %clip_to(&message.replace(['\r', '\n'], " "), MAX_TEXT),
                 $msg
             )
         };

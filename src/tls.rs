@@ -76,6 +76,8 @@ pub struct ReloadingCert {
     files: TlsFiles,
     provider: Arc<CryptoProvider>,
     state: RwLock<Loaded>,
+    /// The last failure to read the files, so one that persists is reported once.
+    read_error: std::sync::Mutex<Option<String>>,
     pub stats: ReloadStats,
 }
 
@@ -88,6 +90,7 @@ impl ReloadingCert {
             files,
             provider,
             state: RwLock::new(Loaded { key: Arc::new(key), seen: (cert_bytes, key_bytes) }),
+            read_error: std::sync::Mutex::new(None),
             stats: ReloadStats::default(),
         })
     }
@@ -103,14 +106,24 @@ impl ReloadingCert {
 
     /// Re-reads the files and swaps the served pair when they changed and parse.
     /// Returns `Ok(true)` after a swap, `Ok(false)` when nothing changed, `Err` when the new
-    /// files are unusable (the old pair is kept and the same bytes are not retried).
+    /// files are unusable (the old pair is kept and the same bytes are not retried) or
+    /// cannot be read (reported once while the same failure lasts).
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let (cert_bytes, key_bytes) = match read_pair(&self.files) {
-            Ok(b) => b,
-            Err(e) => {
-                // Missing during a swap, or really gone: keep serving, count, report.
-                self.stats.error.fetch_add(1, Ordering::Relaxed);
-                return Err(e);
+        let (cert_bytes, key_bytes) = {
+            let mut last = self.read_error.lock().unwrap_or_else(|p| p.into_inner());
+            match read_pair(&self.files) {
+                Ok(b) => {
+                    *last = None;
+                    b
+                }
+                // Missing during a swap, or really gone: keep serving; count and report it
+                // once, not at every interval while it lasts.
+                Err(e) if last.as_deref() == Some(e.to_string().as_str()) => return Ok(false),
+                Err(e) => {
+                    *last = Some(e.to_string());
+                    self.stats.error.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
             }
         };
         {
@@ -272,5 +285,17 @@ mod tests {
         assert_ne!(r.current().cert[0], first);
         assert_eq!(r.stats.success.load(Ordering::Relaxed), 1);
         assert_eq!(r.stats.error.load(Ordering::Relaxed), 1);
+
+        // A key file that is gone: reported once while it stays gone, the pair keeps serving.
+        let serving = r.current().cert[0].clone();
+        std::fs::remove_file(&files.key).unwrap();
+        assert!(r.reload_if_changed().is_err());
+        for _ in 0..3 {
+            assert!(!r.reload_if_changed().unwrap());
+        }
+        assert_eq!(r.stats.error.load(Ordering::Relaxed), 2);
+        assert_eq!(r.current().cert[0], serving);
+        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
+        assert!(r.reload_if_changed().unwrap());
     }
 }

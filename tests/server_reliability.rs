@@ -337,3 +337,25 @@ fn a_one_mebibyte_request_field_makes_no_log_line_over_2_kb() {
         assert!(l.contains("…[+"), "cut without a marker: {}", &l[..300]);
     }
 }
+
+#[test]
+fn an_unusable_client_ca_is_named_as_such() {
+    let certs = tempfile::tempdir().unwrap();
+    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    let garbage = certs.path().join("garbage.pem");
+    std::fs::write(&garbage, "not a certificate").unwrap();
+    for ca in [garbage.clone(), certs.path().join("missing.pem")] {
+        let out = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--state", SNAPSHOT, "--tls-dir"])
+            .arg(certs.path())
+            .arg("--client-ca")
+            .arg(&ca)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--client-ca: "), "{err}");
+        assert!(err.contains(&ca.display().to_string()), "{err}");
+        assert!(!err.contains("serving certificate"), "{err}");
+    }
+}

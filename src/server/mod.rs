@@ -152,6 +152,10 @@ pub enum ServeError {
     },
     #[error("serving certificate: {0} (create one with `longhorn-guard certs --out DIR`, or mount the webhook's TLS Secret)")]
     Tls(#[from] TlsError),
+    #[error(
+        "--client-ca: {0} (a PEM file of the CA certificates that sign the API server's client certificate)"
+    )]
+    ClientCa(TlsError),
 }
 
 /// Shared by every request handler.
@@ -207,8 +211,14 @@ impl Server {
     /// Loads the certificate, binds `config.listen` and starts serving in the background.
     pub async fn bind(config: ServerConfig) -> Result<(SocketAddr, ServerHandle), ServeError> {
         let cert = Arc::new(ReloadingCert::load(config.tls.clone(), crate::tls::provider())?);
-        let tls_config =
-            Arc::new(crate::tls::server_config_with(cert.clone(), config.limits.client_ca.as_deref())?);
+        let tls_config = Arc::new(
+            crate::tls::server_config_with(cert.clone(), config.limits.client_ca.as_deref())
+                // With the certificate loaded, what can still fail is reading the client CAs.
+                .map_err(|e| match config.limits.client_ca {
+                    Some(_) => ServeError::ClientCa(e),
+                    None => ServeError::Tls(e),
+                })?,
+        );
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
