@@ -125,9 +125,9 @@ pub async fn read_node_state_expecting(
     };
     let (mut lists, whole) = futures::try_join!(node_and_volumes, whole)?;
     lists.extend(whole);
-    // An object two reads returned (an engine that changed node between them) keeps the copy
-    // of the read sent later.
-    let objects = reader::in_send_order(lists).filter(is_read);
+    // An object two reads returned (an engine that changed node between them) keeps its newer
+    // copy.
+    let objects = reader::newest_copies(lists).into_iter().filter(is_read);
     Ok(ClusterView::from_objects(Source::Direct, objects, SystemTime::now()))
 }
 

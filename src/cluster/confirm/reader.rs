@@ -37,18 +37,40 @@ struct ListMeta {
     continue_token: Option<String>,
 }
 
-/// The objects one LIST returned, and when it was sent among the confirmation's reads. A read
-/// sent later reflects every write one sent earlier does, so where two reads hold the same
-/// object, the copy of the later one is kept ([`in_send_order`]).
+/// The objects one LIST returned, and when it was sent among the confirmation's reads.
 pub(super) struct Listed {
     pub sent: u64,
     pub objects: Vec<Object>,
 }
 
-/// Every object of `lists`, later reads' after earlier ones'.
-pub(super) fn in_send_order(mut lists: Vec<Listed>) -> impl Iterator<Item = Object> {
+/// Every object of `lists`, one copy each. Where two reads returned the same object (an
+/// engine read by node and by volume that changed between them), the newer copy is kept: the
+/// higher `resourceVersion` when both are numbers, as the API server's are (etcd revisions),
+/// else the copy of the read sent later. Overlapping reads may be served out of send order, so
+/// the version decides where it can.
+pub(super) fn newest_copies(mut lists: Vec<Listed>) -> Vec<Object> {
     lists.sort_by_key(|l| l.sent);
-    lists.into_iter().flat_map(|l| l.objects)
+    let mut at: std::collections::HashMap<(ObjectKind, String, String), usize> = Default::default();
+    let mut out: Vec<Object> = Vec::new();
+    for o in lists.into_iter().flat_map(|l| l.objects) {
+        let m = o.metadata();
+        let key = (o.kind(), m.namespace.as_deref().unwrap_or("").to_string(), o.name().to_string());
+        match at.get(&key) {
+            None => {
+                at.insert(key, out.len());
+                out.push(o);
+            }
+            Some(&i) => {
+                let rv =
+                    |o: &Object| o.metadata().resource_version.as_deref().and_then(|v| v.parse::<u64>().ok());
+                let older = matches!((rv(&out[i]), rv(&o)), (Some(kept), Some(new)) if new < kept);
+                if !older {
+                    out[i] = o;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Issues the reads of one confirmation through `gate`, numbering them as they are sent.
@@ -215,11 +237,29 @@ mod tests {
     use crate::cluster::{ClusterView, Engine, Source};
 
     fn engine_on(node: &str) -> Object {
+        engine_at(node, None)
+    }
+
+    fn engine_at(node: &str, rv: Option<&str>) -> Object {
         let mut e = Engine::default();
         e.metadata.name = Some("vol-e-0".into());
         e.metadata.namespace = Some(crate::cluster::LONGHORN_NAMESPACE.into());
+        e.metadata.resource_version = rv.map(Into::into);
         e.spec.node_id = node.into();
         Object::Engine(Box::new(e))
+    }
+
+    #[test]
+    fn overlapping_reads_keep_the_copy_with_the_higher_resource_version() {
+        // The read sent later was served first (at an older revision): the version decides.
+        let lists = vec![
+            Listed { sent: 3, objects: vec![engine_at("node-2", Some("120"))] },
+            Listed { sent: 7, objects: vec![engine_at("node-1", Some("99"))] },
+        ];
+        let kept = newest_copies(lists);
+        assert_eq!(kept.len(), 1);
+        let Object::Engine(e) = &kept[0] else { panic!("{kept:?}") };
+        assert_eq!(e.spec.node_id, "node-2");
     }
 
     #[test]
@@ -237,7 +277,7 @@ mod tests {
             ],
         ] {
             let view =
-                ClusterView::from_objects(Source::Direct, in_send_order(lists), std::time::SystemTime::now());
+                ClusterView::from_objects(Source::Direct, newest_copies(lists), std::time::SystemTime::now());
             assert_eq!(view.engine("vol-e-0").unwrap().spec.node_id, "node-2");
         }
     }
