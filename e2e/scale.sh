@@ -14,7 +14,9 @@
 # SCALE_EXAMPLES (the built binaries; make scale builds them in release mode), SCALE_KEEP (0;
 # 1 keeps the synthetic state after the run, and a later SCALE_KEEP=1 run of the same size
 # reuses it instead of loading it again: for repeated measurements), SCALE_APISERVER_PID (none;
-# the PID of a kube-apiserver on this machine adds a row: its CPU time per confirmation's reads).
+# the PID of a kube-apiserver on this machine adds a row: its CPU time per confirmation's reads),
+# SCALE_BUSY_KINDS (volumes,engines: the kinds a third phase keeps busy while the others stay
+# quiet, so confirmations read only the quiet ones; empty skips that phase).
 #
 # Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
 # CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
@@ -37,6 +39,7 @@ CONCURRENCY=${SCALE_CONCURRENCY:-4}
 LOAD_CONCURRENCY=${SCALE_LOAD_CONCURRENCY:-32}
 PORT=${SCALE_PORT:-18453}
 KEEP=${SCALE_KEEP:-0}
+BUSY_KINDS=${SCALE_BUSY_KINDS-volumes,engines}
 LH_NS=longhorn-system
 GUARD_NS=longhorn-guard
 LABEL=longhorn-guard-scale
@@ -187,6 +190,22 @@ echo "    $fresh"
 stop_pid "$HEARTBEAT_PID"
 HEARTBEAT_PID=
 
+# per_confirmation_between BEFORE AFTER: API requests per confirmation between two scrapes of
+# /metrics, with the counts; n/a when the server does not export them.
+per_confirmation_between() {
+	local r0 r1 c0 c1
+	r0=$(metric_sum "$1" longhorn_guard_api_requests_total)
+	r1=$(metric_sum "$2" longhorn_guard_api_requests_total)
+	c0=$(metric_sum "$1" longhorn_guard_confirmations_total)
+	c1=$(metric_sum "$2" longhorn_guard_confirmations_total)
+	if [ -z "$r1" ] || [ -z "$c1" ]; then
+		echo n/a
+		return
+	fi
+	awk -v r=$((r1 - ${r0:-0})) -v c=$((c1 - ${c0:-0})) \
+		'BEGIN { if (c > 0) printf "%.1f (%d requests / %d confirmations)", r / c, r, c; else print "n/a (no confirmation counted)" }'
+}
+
 # ---------------------------------------------------------------- quiet view
 pause=$((max_view_age_s + 1))
 log "quiet view: $QUIET_ROUNDS evictions, each after ${pause}s without writes (confirmed)"
@@ -200,16 +219,28 @@ curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK
 rss_now=$(vm VmRSS)
 rss_peak=$(vm VmHWM)
 
-per_confirmation=n/a
-requests_before=$(metric_sum "$WORK/metrics.before" longhorn_guard_api_requests_total)
-requests_after=$(metric_sum "$WORK/metrics.after" longhorn_guard_api_requests_total)
-confirmations_before=$(metric_sum "$WORK/metrics.before" longhorn_guard_confirmations_total)
-confirmations_after=$(metric_sum "$WORK/metrics.after" longhorn_guard_confirmations_total)
-if [ -n "$requests_after" ] && [ -n "$confirmations_after" ]; then
-	per_confirmation=$(awk -v r=$((requests_after - ${requests_before:-0})) -v c=$((confirmations_after - ${confirmations_before:-0})) \
-		'BEGIN { if (c > 0) printf "%.1f (%d requests / %d confirmations)", r / c, r, c; else print "n/a (no confirmation counted)" }')
+per_confirmation=$(per_confirmation_between "$WORK/metrics.before" "$WORK/metrics.after")
+# ---------------------------------------------------------------- partly busy view (optional)
+# Longhorn keeps some kinds busy (engine and volume status) while others stay quiet: the
+# heartbeat touches only BUSY_KINDS, so confirmations read only the quiet kinds.
+busy=
+busy_per_confirmation=n/a
+if [ -n "$BUSY_KINDS" ]; then
+	log "partly busy view: $QUIET_ROUNDS evictions, each after ${pause}s with writes to $BUSY_KINDS only (confirmed)"
+	"$EXAMPLES/scale_load" heartbeat --interval 1s --kinds "$BUSY_KINDS" &
+	HEARTBEAT_PID=$!
+	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.busy0" || true
+	set +e
+	busy=$(load_client --requests 1 --rounds "$QUIET_ROUNDS" --pause "${pause}s" --concurrency 1)
+	[ $? -eq 0 ] || FAILED=1
+	set -e
+	echo "    $busy"
+	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.busy1" || true
+	stop_pid "$HEARTBEAT_PID"
+	HEARTBEAT_PID=
+	busy_per_confirmation=$(per_confirmation_between "$WORK/metrics.busy0" "$WORK/metrics.busy1")
 fi
-unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm)))
+unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm)))
 
 # ---------------------------------------------------------------- API server CPU (optional)
 # What the confirmation's reads cost the API server: its CPU time over CPU_READS back-to-back
@@ -246,6 +277,11 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (confirmed)" "$(ms "$(field "$quiet" p50_ms)")" \
 		"$(ms "$(field "$quiet" p99_ms)")" "$(field "$quiet" requests)" "$(field "$quiet" allowed)"
 	printf '%-44s %s\n' "API requests per confirmation" "$per_confirmation"
+	if [ -n "$busy" ]; then
+		printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, partly busy view" "$(ms "$(field "$busy" p50_ms)")" \
+			"$(ms "$(field "$busy" p99_ms)")" "$(field "$busy" requests)" "$(field "$busy" allowed)"
+		printf '%-44s %s\n' "API requests per confirmation, partly busy" "$busy_per_confirmation"
+	fi
 	printf '%-44s %s\n' "\"could not confirm\" answers" "$unconfirmed"
 	printf '%-44s %s\n' "API server CPU per confirmation's reads" "$apiserver_cpu"
 } | tee "$WORK/table.txt"

@@ -3,14 +3,14 @@
 //!
 //! ```text
 //! cargo run --example scale_load -- load --nodes 10 --volumes 1000 [--concurrency 32]
-//! cargo run --example scale_load -- heartbeat [--interval 1s]   # until SIGTERM/Ctrl-C
+//! cargo run --example scale_load -- heartbeat [--interval 1s] [--kinds volumes,engines]   # until SIGTERM/Ctrl-C
 //! cargo run --example scale_load -- delete [--concurrency 32]
 //! ```
 //!
 //! `load` creates every object of [`Synthetic`] (status stripped), then writes its status
 //! through the status subresource; an object that already exists is an error (run `delete`
-//! first). `heartbeat` patches an annotation on one synthetic object of every kind each
-//! interval, so every watch of the guard sees events and its view stays fresh. `delete`
+//! first). `heartbeat` patches an annotation on one synthetic object of every kind (or of the
+//! `--kinds` given) each interval, so those watches of the guard see events and stay current. `delete`
 //! removes every object labelled `longhorn-guard-scale=true` (pods with grace period 0).
 //! Exit status: 0 done, 1 an API call failed (the first error on stderr), 2 bad arguments.
 
@@ -50,6 +50,10 @@ enum Command {
     Heartbeat {
         #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
         interval: Duration,
+        /// Only these kinds, by plural (`volumes,engines`): the others stay quiet, as the
+        /// slowly changing kinds of a busy Longhorn do.
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
     },
     /// Delete every synthetic object.
     Delete {
@@ -119,9 +123,15 @@ async fn load(client: Client, synthetic: Synthetic, concurrency: usize) -> Resul
     Ok(())
 }
 
-async fn heartbeat(client: Client, interval: Duration) -> Result<(), Error> {
+async fn heartbeat(client: Client, interval: Duration, kinds: &[String]) -> Result<(), Error> {
+    let plurals: Vec<&str> = Group::ALL.iter().map(|g| g.resource().plural).collect();
+    if let Some(unknown) = kinds.iter().find(|k| !plurals.contains(&k.as_str())) {
+        return Err(format!("--kinds: no kind {unknown:?} (one of {})", plurals.join(", ")).into());
+    }
     let mut targets = Vec::new();
-    for group in Group::ALL {
+    for group in
+        Group::ALL.into_iter().filter(|g| kinds.is_empty() || kinds.iter().any(|k| k == g.resource().plural))
+    {
         let api = api(&client, group);
         let first =
             api.list_metadata(&selector().limit(1)).await.map_err(|e| format!("list {group:?}: {e}"))?;
@@ -228,7 +238,7 @@ async fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        Command::Heartbeat { interval } => heartbeat(client, interval).await,
+        Command::Heartbeat { interval, kinds } => heartbeat(client, interval, &kinds).await,
         Command::Delete { concurrency } => delete(client, concurrency.into()).await,
     };
     match result {

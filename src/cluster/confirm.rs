@@ -8,6 +8,7 @@
 //! [`request_count`]); at most [`MAX_IN_FLIGHT`] run at once. `longhorn-guard check drain`
 //! without `--state` uses the same reads.
 
+pub mod cached;
 mod reader;
 mod selectors;
 pub mod summary;
@@ -56,11 +57,23 @@ pub enum ConfirmError {
 /// volumes `view` (the watch cache it confirms) has on the node, beside the node's own reads,
 /// instead of after them (see [`read_node_state_expecting`]).
 pub fn confirmer(client: kube::Client, view: SharedView) -> Confirmer {
+    confirmer_with(client, view, None)
+}
+
+/// [`confirmer`], answering the reads of the kinds `view` holds current under `max_age` (the
+/// policy's `drain.maxViewAge`) from the view itself ([`cached`]): only the kinds that are not
+/// current are read from the API server. This is what `serve` uses.
+pub fn confirmer_reusing(client: kube::Client, view: SharedView, max_age: std::time::Duration) -> Confirmer {
+    confirmer_with(client, view, Some(max_age))
+}
+
+fn confirmer_with(client: kube::Client, view: SharedView, max_age: Option<std::time::Duration>) -> Confirmer {
     std::sync::Arc::new(move |node: String| {
         let client = client.clone();
         let expected = volumes_on_node(&view.read(), &node);
+        let cache = max_age.map(|age| cached::Cached::current(&view, SystemTime::now(), age));
         Box::pin(async move {
-            read_node_state_expecting(&client, &node, &expected).await.map_err(|e| e.to_string())
+            read_node_state_cached(&client, &node, &expected, cache.as_ref()).await.map_err(|e| e.to_string())
         })
     })
 }
@@ -83,9 +96,24 @@ pub async fn read_node_state_expecting(
     node: &str,
     expected: &BTreeSet<String>,
 ) -> Result<ClusterView, ConfirmError> {
+    read_node_state_cached(client, node, expected, None).await
+}
+
+/// [`read_node_state_expecting`], with the reads of the kinds `cache` holds current answered
+/// from the watch view.
+pub async fn read_node_state_cached(
+    client: &kube::Client,
+    node: &str,
+    expected: &BTreeSet<String>,
+    cache: Option<&cached::Cached>,
+) -> Result<ClusterView, ConfirmError> {
+    if let Some(c) = cache.filter(|c| !c.kinds().is_empty()) {
+        let kinds: Vec<&str> = c.kinds().iter().map(|k| k.display()).collect();
+        tracing::debug!(node, current = %kinds.join(","), "confirming; the current kinds come from the watch view");
+    }
     let gate = Semaphore::new(MAX_IN_FLIGHT);
     let sent = AtomicU64::new(0);
-    let reader = &Reader { client, gate: &gate, sent: &sent };
+    let reader = &Reader { client, gate: &gate, sent: &sent, cache };
     let by_node = format!("{LONGHORN_NODE_LABEL}={node}");
     let elsewhere = format!("{LONGHORN_NODE_LABEL}!={node}");
     let ims_by_node = format!("{INSTANCE_MANAGER_NODE_LABEL}={node}");

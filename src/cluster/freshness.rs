@@ -93,6 +93,29 @@ impl ClusterView {
         }
     }
 
+    /// The kinds current at `now` under `max_age` by the rule [`Freshness::is_fresh`] applies to
+    /// the whole view: a synced watch view, the kind not failing, none of its objects
+    /// unreadable, and data for it within `max_age` on both clocks. Empty for other views.
+    pub fn current_kinds(
+        &self,
+        now: SystemTime,
+        max_age: Duration,
+    ) -> std::collections::BTreeSet<ObjectKind> {
+        if self.source != Source::Watch || !self.synced {
+            return Default::default();
+        }
+        ObjectKind::ALL
+            .into_iter()
+            .filter(|k| !self.failing.contains(k) && !self.unreadable.contains_key(k))
+            .filter(|k| {
+                self.kind_updated
+                    .get(k)
+                    .is_some_and(|t| now.duration_since(*t).unwrap_or(Duration::ZERO) <= max_age)
+                    && self.kind_seen.get(k).is_some_and(|t| t.elapsed() <= max_age)
+            })
+            .collect()
+    }
+
     /// Records that the watch of `kind` failed: until the kind is relisted
     /// ([`ClusterView::replace_kind`]) or its resumed watch delivers an event
     /// ([`ClusterView::note_watch_recovered`]) the view may lack events and is not fresh,

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
+use super::cached::Cached;
 use super::selectors::encode_query_value;
 use super::summary::{self, TABLE_ACCEPT};
 use super::{ConfirmError, MAX_ERROR_CHARS};
@@ -79,6 +80,8 @@ pub(super) struct Reader<'a> {
     pub client: &'a kube::Client,
     pub gate: &'a Semaphore,
     pub sent: &'a AtomicU64,
+    /// Kinds the watch view holds current: their reads are answered from it.
+    pub cache: Option<&'a Cached>,
 }
 
 impl Reader<'_> {
@@ -95,6 +98,10 @@ impl Reader<'_> {
             (true, Some(sel)) => format!("{} ({sel})", kind.display()),
             (true, None) => kind.display().to_string(),
         };
+        if let Some(objects) = self.cache.and_then(|c| c.list(kind, selector)) {
+            tracing::debug!(what, objects = objects.len(), "confirmation read from the current watch view");
+            return Ok(Listed { sent: self.sent.fetch_add(1, Ordering::SeqCst), objects });
+        }
         let (sent, body) = self.fetch(kind, selector, None, &what).await?;
         let want = format!("{}List", readset::resource(kind).type_name);
         let objects = match kind {
@@ -117,6 +124,16 @@ impl Reader<'_> {
     /// then the full list is read instead. Any other failure fails the confirmation, as a
     /// failed LIST does.
     pub async fn summary(&self) -> Result<Option<(u64, Vec<InstanceManager>)>, ConfirmError> {
+        if let Some(objects) = self.cache.and_then(|c| c.list(ObjectKind::InstanceManager, None)) {
+            let ims = objects
+                .into_iter()
+                .filter_map(|o| match o {
+                    Object::InstanceManager(im) => Some(*im),
+                    _ => None,
+                })
+                .collect();
+            return Ok(Some((self.sent.fetch_add(1, Ordering::SeqCst), ims)));
+        }
         let what = "instance managers (table)";
         let (sent, body) = match self.fetch(ObjectKind::InstanceManager, None, Some(TABLE_ACCEPT), what).await
         {
