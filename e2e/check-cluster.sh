@@ -83,15 +83,15 @@ check_cluster_checks() {
 	check "backup-target: the target that answers 403" has "$(cc_line error backuptarget/default \
 		"backup target default (s3://longhorn-backups@us-east-1/) is not available: failed to list backup volumes in s3://longhorn-backups@us-east-1/: AccessDenied: 403 Forbidden")"
 	check "recurring-jobs: snapshot-hourly keeps more than snapshot-max-count" has "$(cc_line error recurringjob/snapshot-hourly \
-		"snapshot-hourly (snapshot) has retain 300 > snapshot-max-count=250: new snapshots fail before it prunes")"
+		"snapshot-hourly (snapshot) has retain 300 >= the limit of vol-degraded (250): its next snapshot fails before it prunes")"
 	check "recurring-jobs: backup-nightly keeps nothing" has "$(cc_line warning recurringjob/backup-nightly \
 		"backup-nightly (backup) has retain 0: it keeps nothing it makes")"
 	check "recurring-jobs: vol-detached names a job that does not exist" has "$(cc_line warning volumes \
 		"1 volume in no recurring job or job group: vol-detached")"
 	check "snapshot-retention: vol-degraded at the limit (250 snapshots, read over two pages)" has "$(cc_line error volume/vol-degraded \
-		"vol-degraded has 250 snapshots (snapshot-max-count=250): at the limit: new snapshots and backups of it fail")"
+		"vol-degraded has 250 snapshots (snapshotMaxCount=250): at the limit: new snapshots and backups of it fail")"
 	check "snapshot-retention: vol-healthy at 80 %, with the space two of them hold" has "$(cc_line warning volume/vol-healthy \
-		"vol-healthy has 200 snapshots (snapshot-max-count=250), holding 2.0 GiB: 80% of the limit")"
+		"vol-healthy has 200 snapshots (snapshotMaxCount=250), holding 2.0 GiB: 80% of the limit")"
 	check "snapshot-retention: nothing for vol-detached (150 counted, 10 marked removed)" lacks "vol-detached has "
 	check "the summary line: 4 errors, 9 warnings, 1 info" has "check cluster: 4 errors, 9 warnings, 1 info (9 checks)"
 	run check_cluster --output json

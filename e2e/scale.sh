@@ -206,20 +206,27 @@ per_confirmation_between() {
 		'BEGIN { if (c > 0) printf "%.1f (%d requests / %d confirmations)", r / c, r, c; else print "n/a (no confirmation counted)" }'
 }
 
+# confirmed_rounds TAG: QUIET_ROUNDS evictions, each after `pause` seconds, with /metrics
+# scraped before and after into $WORK/metrics.TAG.0 and .1; the load client's line in rounds_out.
+confirmed_rounds() {
+	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.$1.0" || true
+	set +e
+	rounds_out=$(load_client --requests 1 --rounds "$QUIET_ROUNDS" --pause "${pause}s" --concurrency 1)
+	[ $? -eq 0 ] || FAILED=1
+	set -e
+	echo "    $rounds_out"
+	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.$1.1" || true
+}
+
 # ---------------------------------------------------------------- quiet view
 pause=$((max_view_age_s + 1))
 log "quiet view: $QUIET_ROUNDS evictions, each after ${pause}s without writes (confirmed)"
-curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.before" || true
-set +e
-quiet=$(load_client --requests 1 --rounds "$QUIET_ROUNDS" --pause "${pause}s" --concurrency 1)
-[ $? -eq 0 ] || FAILED=1
-set -e
-echo "    $quiet"
-curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.after" || true
+confirmed_rounds quiet
+quiet=$rounds_out
 rss_now=$(vm VmRSS)
 rss_peak=$(vm VmHWM)
 
-per_confirmation=$(per_confirmation_between "$WORK/metrics.before" "$WORK/metrics.after")
+per_confirmation=$(per_confirmation_between "$WORK/metrics.quiet.0" "$WORK/metrics.quiet.1")
 # ---------------------------------------------------------------- partly busy view (optional)
 # Longhorn keeps some kinds busy (engine and volume status) while others stay quiet: the
 # heartbeat touches only BUSY_KINDS, so confirmations read only the quiet kinds.
@@ -229,16 +236,11 @@ if [ -n "$BUSY_KINDS" ]; then
 	log "partly busy view: $QUIET_ROUNDS evictions, each after ${pause}s with writes to $BUSY_KINDS only (confirmed)"
 	"$EXAMPLES/scale_load" heartbeat --interval 1s --kinds "$BUSY_KINDS" &
 	HEARTBEAT_PID=$!
-	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.busy0" || true
-	set +e
-	busy=$(load_client --requests 1 --rounds "$QUIET_ROUNDS" --pause "${pause}s" --concurrency 1)
-	[ $? -eq 0 ] || FAILED=1
-	set -e
-	echo "    $busy"
-	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.busy1" || true
+	confirmed_rounds busy
+	busy=$rounds_out
 	stop_pid "$HEARTBEAT_PID"
 	HEARTBEAT_PID=
-	busy_per_confirmation=$(per_confirmation_between "$WORK/metrics.busy0" "$WORK/metrics.busy1")
+	busy_per_confirmation=$(per_confirmation_between "$WORK/metrics.busy.0" "$WORK/metrics.busy.1")
 fi
 unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm)))
 

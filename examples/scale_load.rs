@@ -145,7 +145,7 @@ async fn heartbeat(client: Client, interval: Duration, kinds: &[String]) -> Resu
         }
     }
     let mut tick = tokio::time::interval(interval);
-    let stop = shutdown_signal();
+    let stop = longhorn_guard::signal::termination();
     tokio::pin!(stop);
     for beat in 0u64.. {
         tokio::select! {
@@ -165,28 +165,6 @@ async fn heartbeat(client: Client, interval: Duration, kinds: &[String]) -> Resu
         .await?;
     }
     Ok(())
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 async fn delete(client: Client, concurrency: usize) -> Result<(), Error> {

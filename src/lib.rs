@@ -25,5 +25,6 @@ pub mod output;
 pub mod policy;
 pub mod review;
 pub mod server;
+pub mod signal;
 pub mod synthetic;
 pub mod tls;

@@ -89,9 +89,9 @@ fn the_demo_snapshot_fires_every_check_with_exact_messages() {
         ("disk-space", Warning, "node/node-2", "node-2 disk default-disk-2f4b6d8e0a1c3e5f: 28.0 GiB available of 100.0 GiB (28%), 3 points above storage-minimal-available-percentage=25%, where Longhorn stops scheduling replicas"),
         ("backup-target", Error, "backuptarget/default", "backup target default (s3://longhorn-backups@us-east-1/) is not available: failed to list objects: AccessDenied: Access Denied status code: 403"),
         ("recurring-jobs", Warning, "recurringjobs", "no recurring backup job: nothing is copied off-site on a schedule"),
-        ("recurring-jobs", Error, "recurringjob/hourly-snapshot", "hourly-snapshot (snapshot) has retain 24 > snapshot-max-count=5: new snapshots fail before it prunes"),
+        ("recurring-jobs", Error, "recurringjob/hourly-snapshot", "hourly-snapshot (snapshot) has retain 24 >= the limit of vol-healthy (5): its next snapshot fails before it prunes"),
         ("recurring-jobs", Warning, "volumes", "1 volume in no recurring job or job group: vol-detached"),
-        ("snapshot-retention", Warning, "volume/vol-healthy", "vol-healthy has 4 snapshots (snapshot-max-count=5), holding 1.9 GiB: 80% of the limit"),
+        ("snapshot-retention", Warning, "volume/vol-healthy", "vol-healthy has 4 snapshots (snapshotMaxCount=5), holding 1.9 GiB: 80% of the limit"),
         ("replica-count", Warning, "volume/vol-degraded", "volume vol-degraded: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("replica-count", Warning, "volume/vol-detached", "volume vol-detached: numberOfReplicas=1 has no redundancy; policy minimum is 3"),
         ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes; it stays degraded"),
@@ -116,7 +116,7 @@ fn the_demo_snapshot_fires_every_check_with_exact_messages() {
     );
     assert_eq!(
         remedy("volume/vol-detached"),
-        "raise the replica count to 3 (policy replicas.minimum) or accept the trade-off"
+        "raise the replica count to 3 (the policy minimum) or accept the trade-off"
     );
 }
 
@@ -245,7 +245,7 @@ fn recurring_jobs_retention_and_coverage() {
     assert_eq!(
         of(&r, Check::RecurringJobs),
         vec![
-            (Severity::Error, "recurringjob/daily-snap".into(), "daily-snap (snapshot) has retain 300 > snapshot-max-count=250: new snapshots fail before it prunes".into()),
+            (Severity::Error, "recurringjob/daily-snap".into(), "daily-snap (snapshot) has retain 300 >= snapshot-max-count (250): its next snapshot fails before it prunes".into()),
             (Severity::Warning, "recurringjob/daily-backup".into(), "daily-backup (backup) has retain 0: it keeps nothing it makes".into()),
             (Severity::Warning, "volumes".into(), "1 volume in no recurring job or job group: data".into()),
         ]
@@ -276,6 +276,43 @@ fn recurring_jobs_retention_and_coverage() {
             (Severity::Warning, "volumes".into(), "1 volume in no recurring job or job group: data".into()),
         ]
     );
+}
+
+#[test]
+fn recurring_jobs_read_labels_and_limits_as_longhorn_does() {
+    // A job label or group label counts only when it is `enabled`.
+    let r = quiet_with(|d| {
+        item(d, "Volume", "data")["metadata"]["labels"]["recurring-job-group.longhorn.io/default"] =
+            json!("disabled");
+    });
+    assert!(
+        of(&r, Check::RecurringJobs).contains(&(
+            Severity::Warning,
+            "volumes".into(),
+            "1 volume in no recurring job or job group: data".into()
+        )),
+        "{:?}",
+        of(&r, Check::RecurringJobs)
+    );
+    // retain equal to the volume's own limit: the job's next snapshot fails before it prunes.
+    let r = quiet_with(|d| {
+        item(d, "RecurringJob", "daily-snap")["spec"]["retain"] = json!(7);
+        item(d, "Volume", "data")["spec"]["snapshotMaxCount"] = json!(7);
+    });
+    let found = of(&r, Check::RecurringJobs);
+    assert!(
+        found.iter().any(|(sev, obj, m)| *sev == Severity::Error
+            && obj == "recurringjob/daily-snap"
+            && m == "daily-snap (snapshot) has retain 7 >= the limit of data (7): its next snapshot fails before it prunes"),
+        "{found:?}"
+    );
+    // A negative percentage setting is an error finding, not a crash.
+    let r = quiet_with(|d| {
+        item(d, "Setting", "storage-minimal-available-percentage")["value"] = json!("-9223372036854775808");
+    });
+    let found = of(&r, Check::DiskSpace);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].2.contains("is negative"), "{found:?}");
 }
 
 #[test]

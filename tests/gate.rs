@@ -201,6 +201,22 @@ fn annotation_never_appearing_fails_at_the_timeout_with_the_reason() {
 }
 
 #[test]
+fn sigterm_stops_a_waiting_gate_at_once() {
+    // As PID 1 of its container the gate gets no default signal handling: it must handle
+    // SIGTERM itself, or a pod deleted while it waits takes its whole grace period.
+    let pod = Pod::new();
+    let mut child = pod.spawn("kube-system/storage-net@lhnet1", "60s");
+    sleep(Duration::from_millis(500));
+    still_waiting(&mut child);
+    let started = std::time::Instant::now();
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let (code, log) = finish(child);
+    assert_eq!(code, 1, "{log}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(log.contains("asked to stop before the storage network was ready"), "{log}");
+}
+
+#[test]
 fn legacy_key_only_succeeds() {
     let pod = Pod::new();
     pod.add_interface("lhnet1");

@@ -298,6 +298,38 @@ fn malformed_annotation_is_allowed_with_a_warning_and_no_patch() {
     );
 }
 
+#[test]
+fn interface_names_that_the_gate_cannot_take_back_get_no_patch() {
+    // `,` and `@` separate networks and interfaces in the gate's --networks.
+    for iface in ["a@b", "a,b"] {
+        let mut req = request("pod-create-instance-manager-storage-network-mutating.json");
+        req.object.as_mut().unwrap()["metadata"]["annotations"][NETWORKS] =
+            json!(format!(r#"[{{"namespace":"kube-system","name":"storage-net","interface":"{iface}"}}]"#));
+        let d = decide(&req, &Policy::default());
+        assert!(d.allowed && d.patch.is_none(), "{iface}");
+        assert!(d.warnings[0].contains("is unreadable"), "{iface}: {:?}", d.warnings);
+    }
+}
+
+#[test]
+fn a_foreign_volume_under_the_gates_volume_name_gets_no_patch() {
+    let mut req = request("pod-create-instance-manager-storage-network-mutating.json");
+    let spec = &mut req.object.as_mut().unwrap()["spec"];
+    spec["volumes"] = json!([{"name": "longhorn-guard-podinfo", "emptyDir": {}}]);
+    let d = decide(&req, &Policy::default());
+    assert!(d.allowed && d.patch.is_none());
+    assert!(d.warnings[0].contains("already has a volume longhorn-guard-podinfo"), "{:?}", d.warnings);
+}
+
+#[test]
+fn a_pod_create_without_an_object_is_never_blocked() {
+    let mut req = request("pod-create-instance-manager-storage-network-mutating.json");
+    req.object = None;
+    let d = decide(&req, &Policy::default());
+    assert!(d.allowed && d.patch.is_none());
+    assert_eq!(d.warnings, ["longhorn-guard: no init gate added: the request has no pod object"]);
+}
+
 #[tokio::test]
 async fn the_patch_goes_over_the_wire_as_base64() {
     let body = fixture("pod-create-instance-manager-storage-network-mutating.json");

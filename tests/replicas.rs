@@ -419,23 +419,66 @@ fn strict_local_and_namespace_minimums() {
     );
 }
 
-#[test]
-fn soft_anti_affinity_silences_the_node_count_warning() {
+/// The dry-run volume (3 replicas, 2 schedulable nodes) decided with
+/// `replica-soft-anti-affinity` set to `value`.
+fn with_soft_anti_affinity(value: &str) -> Decision {
     let mut view = view();
     let setting = json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
-        "metadata": {"name": "replica-soft-anti-affinity", "namespace": "longhorn-system"}, "value": "true"});
+        "metadata": {"name": "replica-soft-anti-affinity", "namespace": "longhorn-system"}, "value": value});
     view.upsert(
         longhorn_guard::cluster::Object::from_value(longhorn_guard::cluster::ObjectKind::Setting, setting)
             .unwrap(),
         SystemTime::now(),
     );
-    let d = policy::validate(
-        &request("volume-create-dry-run.json"),
-        &view,
-        &Policy::default(),
-        SystemTime::now(),
+    policy::validate(&request("volume-create-dry-run.json"), &view, &Policy::default(), SystemTime::now())
+}
+
+#[test]
+fn soft_anti_affinity_silences_the_node_count_warning() {
+    // Read as Longhorn reads booleans (Go's strconv.ParseBool).
+    for value in ["true", "True", "1", "t"] {
+        assert_warns(&with_soft_anti_affinity(value), &[]);
+    }
+    assert_warns(&with_soft_anti_affinity("false"), &[VOL_NODES]);
+}
+
+#[test]
+fn a_storage_class_count_is_read_as_longhorns_csi_driver_reads_it() {
+    let base = request("storageclass-create-longhorn-1-replica.json");
+    let with = |v: &str| {
+        let mut r = base.clone();
+        r.object.as_mut().unwrap()["parameters"]["numberOfReplicas"] = json!(v);
+        r
+    };
+    // "0" means the cluster default (3 in the snapshot): nothing to say.
+    assert_warns(&decide(&with("0"), &deny_policy()), &[]);
+    // Go's Atoi takes no spaces: every PVC of such a class would fail.
+    assert_warns(
+        &decide(&with(" 3"), &deny_policy()),
+        &[
+            r#"longhorn-guard: storageclass longhorn-1-replica: cannot read numberOfReplicas " 3": not a count in 1..20; not checked"#,
+        ],
     );
-    assert_warns(&d, &[]);
+}
+
+#[test]
+fn a_volume_naming_no_namespace_yet_is_not_denied_when_an_override_could_allow_it() {
+    // Longhorn's CSI driver creates the Volume before its status names the PVC's namespace.
+    let req = volume_req(|o| {
+        o["metadata"]["name"] = json!("scratch");
+        o["spec"]["numberOfReplicas"] = json!(1);
+    });
+    let overrides = Policy::parse("replicas:\n  action: deny\n  namespaceMinimums: {ci: 1}\n").unwrap();
+    assert_warns(
+        &decide(&req, &overrides),
+        &["longhorn-guard: volume scratch: numberOfReplicas=1; minimum 3 unless overridden"],
+    );
+    let by_class =
+        Policy::parse("replicas:\n  action: deny\n  storageClassMinimums: {longhorn-scratch: 1}\n").unwrap();
+    assert!(decide(&req, &by_class).allowed);
+    // No override could allow it: denied as before.
+    let strict = Policy::parse("replicas:\n  action: deny\n  namespaceMinimums: {prod: 4}\n").unwrap();
+    assert!(!decide(&req, &strict).allowed);
 }
 
 #[test]

@@ -140,7 +140,16 @@ pub async fn run(args: GateArgs) -> ExitCode {
             }
         }
     };
-    match wait(&opts, api.as_ref()).await {
+    // The gate runs as its container's PID 1, which the kernel gives no default signal
+    // handling: without this, deleting a waiting pod would take its whole grace period.
+    let outcome = tokio::select! {
+        o = wait(&opts, api.as_ref()) => o,
+        () = crate::signal::termination() => {
+            tracing::warn!("longhorn-guard gate: asked to stop before the storage network was ready");
+            return ExitCode::from(1);
+        }
+    };
+    match outcome {
         Outcome::Ready(line) => {
             tracing::info!("{line}");
             ExitCode::SUCCESS

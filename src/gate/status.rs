@@ -151,7 +151,8 @@ pub fn valid_interface_name(name: &str) -> bool {
         && name.len() < 16
         && name != "."
         && name != ".."
-        && !name.contains(['/', ':'])
+        // `,` and `@` separate networks and interfaces in --networks.
+        && !name.contains(['/', ':', ',', '@'])
         && !name.chars().any(char::is_whitespace)
 }
 

@@ -37,7 +37,12 @@ pub fn mutate_pod(
     if !policy.gate.enabled {
         return Ok(Decision::allow());
     }
-    let pod = object(req)?;
+    // Pod creation is never blocked: without an object there is nothing to patch.
+    let Ok(pod) = object(req) else {
+        return Ok(Decision::allow()
+            .rule("init-gate")
+            .with_warning("longhorn-guard: no init gate added: the request has no pod object"));
+    };
     let meta = &pod["metadata"];
     let namespace = match req.namespace() {
         "" => meta["namespace"].as_str().unwrap_or_default(),
@@ -127,8 +132,16 @@ pub fn mutate_pod(
     });
 
     let mut ops = vec![append(init, "initContainers", container)];
-    if !has_named(volumes, PODINFO_VOLUME) {
-        ops.push(append(volumes, "volumes", volume));
+    match volumes.as_array().and_then(|list| list.iter().find(|v| v["name"].as_str() == Some(PODINFO_VOLUME)))
+    {
+        None => ops.push(append(volumes, "volumes", volume)),
+        // Ours from an earlier pass: the gate would read its annotations file from it.
+        Some(existing) if existing["downwardAPI"]["items"] == volume["downwardAPI"]["items"] => {}
+        Some(_) => {
+            return Ok(Decision::allow().rule("init-gate").with_warning(format!(
+                "longhorn-guard: no init gate added: the pod already has a volume {PODINFO_VOLUME} that is not its downward-API annotations"
+            )));
+        }
     }
     Ok(Decision::patched(Patch(ops)).rule("init-gate"))
 }

@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::cluster::{ClusterView, StorageClass, Volume};
 use crate::decision::{Cause, Decision};
+use crate::policy::settings::go_bool;
 use crate::policy::{object, settings, typed, Policy, ReplicaAction, RuleError};
 use default_count::LONGHORN_RANGE;
 pub use default_count::{parse_default_count, suggested_count, DefaultCount};
@@ -92,10 +93,19 @@ fn decide(findings: Vec<Finding>, policy: &Policy) -> Decision {
     d.rule("replicas")
 }
 
-/// The minimum for a Volume: its PVC namespace's override, else `replicas.minimum`.
-fn volume_minimum(policy: &Policy, volume: &Volume) -> u32 {
+/// The minimum for a Volume, and whether it is certain: its PVC namespace's override, else
+/// `replicas.minimum`. A Volume that Longhorn's CSI driver creates names no namespace (nor
+/// StorageClass) until Longhorn fills in its status; while an override could then allow its
+/// count, the minimum is not certain and a count below it is warned about, not denied (the
+/// StorageClass was checked against its own minimum when it was created).
+fn volume_minimum(policy: &Policy, volume: &Volume) -> (u32, bool) {
+    let r = &policy.replicas;
     let ns = volume.status.kubernetes_status.namespace.as_str();
-    policy.replicas.namespace_minimums.get(ns).copied().unwrap_or(policy.replicas.minimum)
+    if !ns.is_empty() {
+        return (r.namespace_minimums.get(ns).copied().unwrap_or(r.minimum), true);
+    }
+    let lowest = r.namespace_minimums.values().chain(r.storage_class_minimums.values()).copied().min();
+    (r.minimum, lowest.is_none_or(|l| l >= r.minimum))
 }
 
 /// The minimum for a StorageClass: its override by name, else `replicas.minimum`.
@@ -211,7 +221,8 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
     let obj = object(req)?;
     let vol: Volume = typed("object", obj)?;
     let name = object_name(req, obj).to_string();
-    let min = i64::from(volume_minimum(policy, &vol));
+    let (min, certain) = volume_minimum(policy, &vol);
+    let min = i64::from(min);
     let engine = if vol.spec.data_engine.is_empty() { "v1" } else { vol.spec.data_engine.as_str() };
     let set = vol.spec.number_of_replicas;
     let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
@@ -251,18 +262,28 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
         );
         None
     } else {
-        if set < min {
+        if set < min && certain {
             say(
                 format!("numberOfReplicas={set} {}; policy minimum is {min}", tolerates(set)),
                 format!("numberOfReplicas={set} {}; minimum {min}", tolerates(set)),
                 lowered,
                 "spec.numberOfReplicas",
             );
+        } else if set < min {
+            say(
+                format!(
+                    "numberOfReplicas={set} {}; policy minimum is {min} unless an override applies (namespace not known yet)",
+                    tolerates(set)
+                ),
+                format!("numberOfReplicas={set}; minimum {min} unless overridden"),
+                false,
+                "spec.numberOfReplicas",
+            );
         }
         Some(set)
     };
     if let Some(n) = count {
-        let soft_anti_affinity = view.setting("replica-soft-anti-affinity") == Some("true");
+        let soft_anti_affinity = view.setting("replica-soft-anti-affinity").and_then(go_bool) == Some(true);
         if view.longhorn_nodes().next().is_some() && !soft_anti_affinity {
             let usable = view.longhorn_nodes().filter(|n| n.can_take_replica()).count() as i64;
             if n > usable {
@@ -301,7 +322,8 @@ pub fn storage_class(
     let min = i64::from(storage_class_minimum(policy, &name));
     let field = "parameters.numberOfReplicas";
     let mut findings = Vec::new();
-    match sc.parameters.get("numberOfReplicas").map(|s| s.trim()) {
+    // As Longhorn's CSI driver reads it (Go's strconv.Atoi: no spaces); 0 means the default.
+    match sc.parameters.get("numberOfReplicas").map(String::as_str).filter(|raw| *raw != "0") {
         Some(raw) => match raw.parse::<i64>() {
             Ok(n) if LONGHORN_RANGE.contains(&n) => {
                 if n < min {
@@ -321,12 +343,16 @@ pub fn storage_class(
         },
         None => {
             let engine = sc.parameters.get("dataEngine").map(String::as_str).unwrap_or("v1");
+            let given = if sc.parameters.contains_key("numberOfReplicas") {
+                "numberOfReplicas=0"
+            } else {
+                "no numberOfReplicas"
+            };
             if let Ok(Some(n)) = view_default(view, engine) {
                 if n < min {
-                    let text = format!(
-                        "no numberOfReplicas, so {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}"
-                    );
-                    let short = format!("no numberOfReplicas, so {engine}={n}; minimum {min}");
+                    let text =
+                        format!("{given}, so {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}");
+                    let short = format!("{given}, so {engine}={n}; minimum {min}");
                     findings.push(Finding::about(field, "storageclass", &name, &text, &short, false));
                 }
             }

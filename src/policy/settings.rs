@@ -62,3 +62,13 @@ fn storage_network(value: &str, policy: &Policy) -> Option<String> {
     let budget = MAX_WARNING_LEN - PREFIX.len() - "storage-network=: ".len() - text.len();
     Some(format!("{PREFIX}storage-network={}: {text}", clip_middle(value, budget)))
 }
+
+/// A boolean setting as Longhorn reads it (Go's `strconv.ParseBool`): `1`, `t`, `T`, `TRUE`,
+/// `true`, `True` and their false twins; anything else is `None`.
+pub fn go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}

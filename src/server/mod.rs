@@ -254,7 +254,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     match start(&args).await {
         Ok((addr, handle, watches)) => {
             tracing::info!(%addr, "serving admission webhooks over HTTPS");
-            wait_for_signal().await;
+            crate::signal::termination().await;
             tracing::info!("termination signal received");
             handle.shutdown();
             let clean = handle.stopped().await;
@@ -356,22 +356,6 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 w.abort();
             }
             Err(e.to_string())
-        }
-    }
-}
-
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the server");
-            let _ = tokio::signal::ctrl_c().await;
         }
     }
 }

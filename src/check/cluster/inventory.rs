@@ -95,6 +95,9 @@ pub struct VolumeSpec {
     pub number_of_replicas: i64,
     pub data_engine: Name,
     pub data_locality: Name,
+    /// The volume's own snapshot limit (Longhorn copies `snapshot-max-count` into it at
+    /// creation and the engine enforces this one); 0 when absent (older Longhorn).
+    pub snapshot_max_count: i64,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -102,6 +105,14 @@ pub struct VolumeSpec {
 pub struct VolumeStatus {
     pub state: Name,
     pub robustness: Name,
+    pub kubernetes_status: KubernetesStatus,
+}
+
+/// The PVC a volume backs, as far as the replica rules read it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct KubernetesStatus {
+    pub namespace: Name,
 }
 
 /// A `BackupTarget` (Longhorn 1.2+; several per cluster since 1.8).

@@ -1,10 +1,10 @@
 //! `backup-target`, `recurring-jobs` and `snapshot-retention`: is there an off-site copy,
 //! do jobs make one regularly, and do snapshots stay within `snapshot-max-count`.
 
-use std::collections::BTreeSet;
-
 use super::super::finding::{count, gib, some_names, Check, Finding, Severity};
-use super::super::inventory::{Inventory, DEFAULT_GROUP, GROUP_LABEL_PREFIX, JOB_LABEL_PREFIX};
+use super::super::inventory::{
+    Inventory, RecurringJobInfo, VolumeInfo, DEFAULT_GROUP, GROUP_LABEL_PREFIX, JOB_LABEL_PREFIX,
+};
 
 /// The setting bounding snapshots per volume, and its Longhorn default.
 pub const SNAPSHOT_MAX_COUNT: (&str, i64) = ("snapshot-max-count", 250);
@@ -126,6 +126,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         ));
     }
     let max = snapshot_max(inv).ok();
+    let members: Vec<(&VolumeInfo, Membership)> = inv.volumes.iter().map(|v| (v, membership(v))).collect();
     for j in jobs {
         let name = &j.metadata.name;
         if !retains(&j.spec.task) || j.spec.retention_policy == "age-based" {
@@ -139,36 +140,36 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                 format!("{name} ({}) has retain {}: it keeps nothing it makes", j.spec.task, j.spec.retain),
                 "set retain to the number of snapshots or backups to keep (1 or more)",
             ));
-        } else if let Some(max) = max.filter(|m| is_snapshot_task(&j.spec.task) && j.spec.retain > *m) {
-            out.push(Finding::new(
-                Check::RecurringJobs,
-                Severity::Error,
-                format!("recurringjob/{name}"),
-                format!(
-                    "{name} ({}) has retain {} > snapshot-max-count={max}: new snapshots fail before it prunes",
-                    j.spec.task, j.spec.retain
-                ),
-                format!("lower retain below {max} or raise snapshot-max-count"),
-            ));
+        } else if is_snapshot_task(&j.spec.task) {
+            // The job makes a snapshot, then prunes to `retain`: with `retain` at a volume's
+            // limit, the next snapshot of that volume fails. The limit is the volume's own
+            // (`spec.snapshotMaxCount`), else the setting.
+            let tightest = members
+                .iter()
+                .filter(|(_, m)| m.covered_by(j))
+                .map(|(v, _)| (volume_max(v, max), v.metadata.name.as_str()))
+                .filter_map(|(m, v)| m.map(|m| (m, Some(v))))
+                .min()
+                .or(max.map(|m| (m, None)));
+            if let Some((limit, volume)) = tightest.filter(|(m, _)| *m > 0 && j.spec.retain >= *m) {
+                let whose = volume.map_or("snapshot-max-count".to_string(), |v| format!("the limit of {v}"));
+                out.push(Finding::new(
+                    Check::RecurringJobs,
+                    Severity::Error,
+                    format!("recurringjob/{name}"),
+                    format!(
+                        "{name} ({}) has retain {} >= {whose} ({limit}): its next snapshot fails before it prunes",
+                        j.spec.task, j.spec.retain
+                    ),
+                    format!("lower retain below {limit}, or raise the volume's snapshotMaxCount"),
+                ));
+            }
         }
     }
-    let names: BTreeSet<&str> = jobs.iter().map(|j| j.metadata.name.as_str()).collect();
-    let groups: BTreeSet<&str> = jobs.iter().flat_map(|j| j.spec.groups.iter().map(String::as_str)).collect();
-    let uncovered: Vec<&str> = inv
-        .volumes
+    let uncovered: Vec<&str> = members
         .iter()
-        .filter(|v| {
-            let labels = &v.metadata.labels;
-            let jobs_of: Vec<&str> = labels.keys().filter_map(|k| k.strip_prefix(JOB_LABEL_PREFIX)).collect();
-            let groups_of: Vec<&str> =
-                labels.keys().filter_map(|k| k.strip_prefix(GROUP_LABEL_PREFIX)).collect();
-            let named_any = !jobs_of.is_empty() || !groups_of.is_empty();
-            let by_job = jobs_of.iter().any(|j| names.contains(j));
-            let by_group = groups_of.iter().any(|g| groups.contains(g));
-            let by_default = !named_any && groups.contains(DEFAULT_GROUP);
-            !(by_job || by_group || by_default)
-        })
-        .map(|v| v.metadata.name.as_str())
+        .filter(|(_, m)| !jobs.iter().any(|j| m.covered_by(j)))
+        .map(|(v, _)| v.metadata.name.as_str())
         .collect();
     if !uncovered.is_empty() {
         out.push(Finding::new(
@@ -182,16 +183,65 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
     out
 }
 
-/// `snapshot-retention`: volumes whose snapshot count approaches or reaches
-/// `snapshot-max-count`, with the space their snapshots hold.
+/// The jobs and groups a volume is in, as Longhorn selects it: its labels set to `enabled`,
+/// and the default group when it carries no recurring-job label at all.
+struct Membership<'a> {
+    jobs: Vec<&'a str>,
+    groups: Vec<&'a str>,
+}
+
+fn membership(v: &VolumeInfo) -> Membership<'_> {
+    let labels = &v.metadata.labels;
+    let enabled = |prefix: &'static str| -> Vec<&str> {
+        labels
+            .iter()
+            .filter(|(_, val)| val.as_str() == "enabled")
+            .filter_map(|(k, _)| k.strip_prefix(prefix))
+            .collect()
+    };
+    let mut groups = enabled(GROUP_LABEL_PREFIX);
+    if labels.is_empty() {
+        groups.push(DEFAULT_GROUP);
+    }
+    Membership { jobs: enabled(JOB_LABEL_PREFIX), groups }
+}
+
+impl Membership<'_> {
+    fn covered_by(&self, j: &RecurringJobInfo) -> bool {
+        self.jobs.contains(&j.metadata.name.as_str())
+            || j.spec.groups.iter().any(|g| self.groups.contains(&g.as_str()))
+    }
+}
+
+/// A volume's snapshot limit: its own `spec.snapshotMaxCount`, else the setting's.
+fn volume_max(v: &VolumeInfo, setting: Option<i64>) -> Option<i64> {
+    Some(v.spec.snapshot_max_count).filter(|m| *m > 0).or(setting)
+}
+
+/// `snapshot-retention`: volumes whose snapshot count approaches or reaches their snapshot
+/// limit (`spec.snapshotMaxCount`, else `snapshot-max-count`), with the space their snapshots
+/// hold.
 pub fn snapshot_retention(inv: &Inventory) -> Vec<Finding> {
-    let max = match snapshot_max(inv) {
-        Ok(m) if m > 0 => m,
-        Ok(_) => return Vec::new(),
-        Err(f) => return vec![f],
+    let own: std::collections::HashMap<&str, i64> = inv
+        .volumes
+        .iter()
+        .filter(|v| v.spec.snapshot_max_count > 0)
+        .map(|v| (v.metadata.name.as_str(), v.spec.snapshot_max_count))
+        .collect();
+    let setting = match snapshot_max(inv) {
+        Ok(m) => m,
+        Err(f) if own.is_empty() => return vec![f],
+        Err(_) => 0,
     };
     let mut out = Vec::new();
     for (volume, t) in &inv.snapshots {
+        let (max, label) = match own.get(volume.as_str()) {
+            Some(m) => (*m, "snapshotMaxCount"),
+            None => (setting, "snapshot-max-count"),
+        };
+        if max <= 0 {
+            continue;
+        }
         let n = t.count as i64;
         let pct = n * 100 / max;
         if pct < SNAPSHOT_WARN_PERCENT {
@@ -207,7 +257,7 @@ pub fn snapshot_retention(inv: &Inventory) -> Vec<Finding> {
             Check::SnapshotRetention,
             severity,
             format!("volume/{volume}"),
-            format!("{volume} has {} (snapshot-max-count={max}){space}: {tail}", count(t.count, "snapshot")),
+            format!("{volume} has {} ({label}={max}){space}: {tail}", count(t.count, "snapshot")),
             "delete old snapshots or lower the retain of its recurring snapshot jobs",
         ));
     }

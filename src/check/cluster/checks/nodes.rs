@@ -105,6 +105,13 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
 /// the setting is absent (said in the message).
 fn percent_setting(inv: &Inventory, (name, default): (&str, i64)) -> Result<(i64, String), Finding> {
     match inv.setting_int(name) {
+        Ok(Some(v)) if v < 0 => Err(Finding::new(
+            Check::DiskSpace,
+            Severity::Error,
+            format!("setting/{name}"),
+            format!("setting {name}={v} is negative; disk space not checked"),
+            format!("set {name} to a percentage (0 or more)"),
+        )),
         Ok(Some(v)) => Ok((v, format!("{name}={v}%"))),
         Ok(None) => {
             Ok((default, format!("{name}={default}% (Longhorn's default; the setting was not read)")))
@@ -173,15 +180,15 @@ fn one_disk(
             format!("{what}, at or below {min_text}: Longhorn schedules no new replica here"),
             remedy,
         ));
-    } else if avail_pct - min_pct < SPACE_WARN_POINTS {
+    } else if avail_pct.saturating_sub(min_pct) < SPACE_WARN_POINTS {
         out.push(Finding::new(
             Check::DiskSpace,
             Severity::Warning,
             object.clone(),
             format!(
                 "{what}, {} point{} above {min_text}, where Longhorn stops scheduling replicas",
-                avail_pct - min_pct,
-                if avail_pct - min_pct == 1 { "" } else { "s" }
+                avail_pct.saturating_sub(min_pct),
+                if avail_pct.saturating_sub(min_pct) == 1 { "" } else { "s" }
             ),
             remedy,
         ));

@@ -48,7 +48,8 @@ fn volume_object(v: &VolumeInfo) -> Value {
     json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
         "metadata": {"name": v.metadata.name, "namespace": LONGHORN_NAMESPACE},
         "spec": {"numberOfReplicas": v.spec.number_of_replicas, "dataEngine": v.spec.data_engine,
-                 "dataLocality": v.spec.data_locality}})
+                 "dataLocality": v.spec.data_locality},
+        "status": {"kubernetesStatus": {"namespace": v.status.kubernetes_status.namespace}}})
 }
 
 /// What to do about one replica-rule message, by what it says.
@@ -60,7 +61,14 @@ fn replica_remedy(message: &str, min: u32) -> String {
     } else if message.contains("not checked") || message.contains("cannot read") {
         "set a readable replica count (1..20)".into()
     } else {
-        format!("raise the replica count to {min} (policy replicas.minimum) or accept the trade-off")
+        // The minimum the rule applied (an override's, where one applies).
+        let stated = message
+            .split_once("minimum is ")
+            .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u32>().ok());
+        format!(
+            "raise the replica count to {} (the policy minimum) or accept the trade-off",
+            stated.unwrap_or(min)
+        )
     }
 }
 
@@ -237,12 +245,13 @@ pub fn settings(inv: &Inventory, policy: &Policy) -> Vec<Finding> {
             ));
         }
     }
-    if get("replica-soft-anti-affinity") == Some("true") {
+    let soft = get("replica-soft-anti-affinity");
+    if let Some(v) = soft.filter(|v| crate::policy::settings::go_bool(v) == Some(true)) {
         out.push(Finding::new(
             Check::Settings,
             Severity::Warning,
             "setting/replica-soft-anti-affinity",
-            "replica-soft-anti-affinity=true: replicas of a volume may share a node, and one drain takes them together",
+            format!("replica-soft-anti-affinity={v}: replicas of a volume may share a node, and one drain takes them together"),
             "set it to false unless there are fewer nodes than replicas",
         ));
     }
