@@ -61,6 +61,19 @@ async fn current_kinds_come_from_the_view_and_the_decision_is_the_snapshots() {
     assert!(requests.iter().any(|r| r.starts_with("/api/v1/nodes")), "{requests:#?}");
     assert_eq!(requests.len(), 3, "settings, nodes and instance-manager pods: {requests:#?}");
 
+    // Volumes and engines current, replicas not: the read saved pays for reading the replicas
+    // elsewhere in two halves at once (8 requests, within the bound of 10).
+    let (got, requests) =
+        confirm_over(view_with_current(&items, &[ObjectKind::Volume, ObjectKind::Engine]), &items, &body)
+            .await;
+    assert_eq!(got, want);
+    let elsewhere: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.starts_with(&format!("{LH}replicas?")) && r.contains("longhornnode%21%3D"))
+        .collect();
+    assert_eq!(elsewhere.len(), 2, "{requests:#?}");
+    assert_eq!(requests.len(), 8, "{requests:#?}");
+
     // Nothing current: every read goes to the API server, as `check drain` reads.
     let (got, requests) = confirm_over(view_with_current(&items, &[]), &items, &body).await;
     assert_eq!(got, want);

@@ -130,11 +130,18 @@ pub async fn read_node_state_cached(
             let ims = reader.instance_managers(node, ims_here, summary).await?;
             Ok::<_, ConfirmError>((here, ims))
         };
-        let early = read_volumes(reader, expected, &elsewhere);
+        // When the view answers some reads, the one saved pays for splitting the largest read
+        // left, the replicas elsewhere, in two: the API server encodes each LIST on one core.
+        let split = cache.is_some_and(|c| {
+            let k = c.kinds();
+            !k.contains(&ObjectKind::Replica)
+                && (k.contains(&ObjectKind::Volume) || k.contains(&ObjectKind::Engine))
+        });
+        let early = read_volumes(reader, expected, &elsewhere, split);
         let ((here, ims), early) = futures::try_join!(node_reads, early)?;
         let found = volumes_on(node, &objects_of(&here), &objects_of(&ims));
         let missing: BTreeSet<String> = found.difference(expected).cloned().collect();
-        let late = read_volumes(reader, &missing, &elsewhere).await?;
+        let late = read_volumes(reader, &missing, &elsewhere, false).await?;
         Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(early).chain(late).collect::<Vec<_>>())
     };
     let whole = async {
@@ -160,14 +167,25 @@ pub async fn read_node_state_cached(
 }
 
 /// The volumes, their replicas not on the node (`elsewhere` selects those) and their engines,
-/// in per-volume LISTs of [`MAX_SELECTOR_BYTES`] of names at most: none for no volumes.
+/// in per-volume LISTs of [`MAX_SELECTOR_BYTES`] of names at most: none for no volumes. With
+/// `split_elsewhere` the replicas elsewhere are read in two halves at once.
 async fn read_volumes(
     reader: &Reader<'_>,
     volumes: &BTreeSet<String>,
     elsewhere: &str,
+    split_elsewhere: bool,
 ) -> Result<Vec<Listed>, ConfirmError> {
     let plain = volume_selectors(volumes, None, MAX_SELECTOR_BYTES);
-    let skipping = volume_selectors(volumes, Some(elsewhere), MAX_SELECTOR_BYTES);
+    let skipping = if split_elsewhere && volumes.len() > 1 {
+        let (first, second): (Vec<_>, Vec<_>) =
+            volumes.iter().cloned().enumerate().partition(|(i, _)| *i < volumes.len() / 2);
+        let half = |h: Vec<(usize, String)>| h.into_iter().map(|(_, v)| v).collect::<BTreeSet<String>>();
+        let mut s = volume_selectors(&half(first), Some(elsewhere), MAX_SELECTOR_BYTES);
+        s.extend(volume_selectors(&half(second), Some(elsewhere), MAX_SELECTOR_BYTES));
+        s
+    } else {
+        volume_selectors(volumes, Some(elsewhere), MAX_SELECTOR_BYTES)
+    };
     let reads = RESOURCES.iter().filter(|r| r.confirm.by_volume()).flat_map(|r| {
         let selectors = if r.confirm == ConfirmRead::NodeAndVolumesElsewhere { &skipping } else { &plain };
         let batches = selectors.len();
