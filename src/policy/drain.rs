@@ -87,11 +87,23 @@ pub fn eviction(
         Some(pod) if !pod.is_instance_manager() => return Ok(Decision::allow()),
         Some(pod) => match pod.node() {
             Some(n) => n.to_string(),
-            None => {
+            // Not scheduled, by data current enough for an allow: nothing runs in it.
+            None if view.freshness().is_fresh(now, policy.drain.max_view_age) => {
                 return Ok(Decision::warn(vec![format!(
                     "longhorn-guard: instance-manager pod {ns}/{name} has no node; nothing runs in it"
                 )])
                 .rule("drain"))
+            }
+            // By older data it may have been scheduled since, and run replicas now.
+            None => {
+                let msg = format!(
+                    "longhorn-guard: instance-manager pod {ns}/{name} has no node in longhorn-guard's view, which is older than drain.maxViewAge; it may run on one by now, so its eviction waits; retry in a few seconds"
+                );
+                let d = match policy.drain.action {
+                    DrainAction::Enforce => deny(policy, msg),
+                    _ => Decision::warn(vec![clip(&msg, MAX_WARNING_LEN)]),
+                };
+                return Ok(d.rule("drain"));
             }
         },
         None => {
