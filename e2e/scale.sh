@@ -147,6 +147,8 @@ log "longhorn-guard serve (watch mode) on 127.0.0.1:$PORT, drain.maxViewAge $MAX
 "$BIN" certs --out "$WORK/certs" --ip 127.0.0.1 >/dev/null || die "longhorn-guard certs failed"
 guard_kubeconfig "$WORK/sa.kubeconfig"
 printf 'drain:\n  maxViewAge: %s\n' "$MAX_VIEW_AGE" >"$WORK/policy.yaml"
+# The partly busy phase measures confirmations that reuse the kinds the view holds current.
+if [ -n "$BUSY_KINDS" ]; then printf '  reuseCurrentKinds: true\n' >>"$WORK/policy.yaml"; fi
 ready() { curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null; }
 t0=$(now)
 # The allocator setting the Deployment ships (manifests/base/deployment.yaml).

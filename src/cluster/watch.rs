@@ -78,11 +78,16 @@ pub fn targets() -> Vec<Target> {
 
 type KindEvents = BoxStream<'static, (ObjectKind, Result<Event<Item>, watcher::Error>)>;
 
-/// True for an error inside a running watch stream that the stream continues past: a line it
-/// could not decode (an event it skipped) or an error line. A broken connection
-/// (`ReadEvents`) is not one: the watcher resumes from the last event it delivered.
+/// True for an error inside a running watch stream that the stream may continue past: a line
+/// it could not decode (an event it skipped), or an `ERROR` event (in place of one it could
+/// not send). A broken connection (`ReadEvents`) is not one: the watcher resumes from the last
+/// event it delivered. (A `410 Gone` is handled before this: the kind is listed again.)
 pub fn loses_events(e: &watcher::Error) -> bool {
-    matches!(e, watcher::Error::WatchFailed(err) if !matches!(err, kube::Error::ReadEvents(_)))
+    match e {
+        watcher::Error::WatchFailed(err) => !matches!(err, kube::Error::ReadEvents(_)),
+        watcher::Error::WatchError(status) => status.code != 410,
+        _ => false,
+    }
 }
 
 /// The events of one kind's watcher. After an error, an event, a started list or
@@ -106,6 +111,8 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
             if st.inner.is_none() {
                 if let Some(at) = st.restart_at.take() {
                     tokio::time::sleep_until(at).await;
+                    // Pace the next restart from this one, not from the error before it.
+                    st.gone_at = Some(tokio::time::Instant::now());
                 }
             }
             let api = st.api.clone();

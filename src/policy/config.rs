@@ -60,6 +60,11 @@ pub struct DrainPolicy {
     /// instance-manager eviction is allowed [5s].
     #[serde(with = "duration")]
     pub max_view_age: Duration,
+    /// Answer a confirmation's reads of the kinds the watch view holds current (data within
+    /// `maxViewAge`) from the view, and read only the others [false]. Fewer API reads, but a
+    /// kind whose watch keeps delivering events is then trusted as current even when those
+    /// events run late; off, every confirmation reads everything.
+    pub reuse_current_kinds: bool,
     /// Blocking volumes named in one message before "and N more" [5].
     pub max_listed_volumes: usize,
 }
@@ -72,6 +77,7 @@ impl Default for DrainPolicy {
             protect_stopped_replicas: true,
             stall_after: Duration::from_secs(600),
             max_view_age: Duration::from_secs(5),
+            reuse_current_kinds: false,
             max_listed_volumes: 5,
         }
     }

@@ -317,11 +317,15 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             })?;
             let view = SharedView::new(ClusterView::new(Source::Watch));
             let watches = tokio::spawn(crate::cluster::watch::run(client.clone(), view.clone()));
-            let confirmer = Some(crate::cluster::confirm::confirmer_reusing(
-                client.clone(),
-                view.clone(),
-                policy.drain.max_view_age,
-            ));
+            let confirmer = Some(if policy.drain.reuse_current_kinds {
+                crate::cluster::confirm::confirmer_reusing(
+                    client.clone(),
+                    view.clone(),
+                    policy.drain.max_view_age,
+                )
+            } else {
+                crate::cluster::confirm::confirmer(client.clone(), view.clone())
+            });
             let mut admitter = Admitter::new(view.clone(), policy.clone(), confirmer);
             if !args.check_interval.is_zero() {
                 let checks = crate::check::cluster::metrics::SharedChecks::default();
