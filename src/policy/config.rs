@@ -305,7 +305,7 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let p = Policy::parse(
-            "drain:\n  action: warn\n  denyCode: 403\n  protectStoppedReplicas: false\n  stallAfter: 15m\n  maxViewAge: 2s\n  maxListedVolumes: 3\n\
+            "drain:\n  action: warn\n  denyCode: 403\n  protectStoppedReplicas: false\n  stallAfter: 15m\n  maxViewAge: 2s\n  reuseCurrentKinds: true\n  maxListedVolumes: 3\n\
              replicas:\n  minimum: 2\n  action: deny\n  namespaceMinimums: {prod: 3}\n  storageClassMinimums: {longhorn-scratch: 1}\n\
              gate:\n  enabled: true\n  image: example/lg:1\n  timeout: 90s\n",
         )
@@ -314,6 +314,7 @@ mod tests {
         assert_eq!(p.drain.deny_code, 403);
         assert_eq!(p.drain.stall_after, Duration::from_secs(900));
         assert_eq!(p.drain.max_view_age, Duration::from_secs(2));
+        assert!(p.drain.reuse_current_kinds && !Policy::default().drain.reuse_current_kinds);
         assert_eq!(p.replicas.action, ReplicaAction::Deny);
         assert_eq!(p.replicas.namespace_minimums["prod"], 3);
         assert_eq!(p.gate.timeout, Duration::from_secs(90));
