@@ -240,15 +240,20 @@ fn hex_digits(chars: &mut std::str::Chars<'_>, n: usize) -> Result<u32, String> 
     Ok(v)
 }
 
-/// One entry of the network-status annotation: the fields Longhorn decodes.
+/// One entry of the network-status annotation: the fields Longhorn decodes (a `null` name
+/// reads as empty, as Go decodes it).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 pub struct NetworkStatus {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub name: String,
     #[serde(default)]
     pub interface: Option<String>,
     #[serde(default)]
     pub ips: Option<Vec<String>>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Option::<String>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 /// A network found ready.
@@ -327,13 +332,18 @@ pub fn check(
     let mut found = Vec::with_capacity(expected.len());
     for want in expected {
         let network = want.full_name();
-        let Some(entry) = statuses.iter().find(|s| s.name == network) else {
+        let named: Vec<&NetworkStatus> = statuses.iter().filter(|s| s.name == network).collect();
+        if named.is_empty() {
             let listed = statuses.iter().map(|s| s.name.clone()).collect();
             return Err(Missing::NotListed { network, key, listed });
-        };
-        let mut ips: Vec<&String> = entry.ips.iter().flatten().filter(|ip| !ip.is_empty()).collect();
-        ips.sort();
-        let Some(ip) = ips.first() else {
+        }
+        // As Longhorn does: an entry of that name without an IP is skipped for a later one.
+        let with_ip = named.iter().find_map(|e| {
+            let mut ips: Vec<&String> = e.ips.iter().flatten().filter(|ip| !ip.is_empty()).collect();
+            ips.sort();
+            ips.first().map(|ip| (*e, (*ip).clone()))
+        });
+        let Some((entry, ip)) = with_ip else {
             return Err(Missing::NoIp { network, key });
         };
         let interface =
@@ -343,7 +353,7 @@ pub fn check(
                 return Err(Missing::InterfaceAbsent { network, interface: iface.clone() });
             }
         }
-        found.push(Found { network, interface, ip: (*ip).clone(), key });
+        found.push(Found { network, interface, ip, key });
     }
     Ok(found)
 }
@@ -397,6 +407,18 @@ mod tests {
             parse_networks(v, Some("longhorn-system")).unwrap(),
             vec![net("longhorn-system", "storage-net", None)]
         );
+    }
+
+    #[test]
+    fn statuses_are_read_as_longhorns_go_code_reads_them() {
+        // A null name reads as empty; an entry without an IP is skipped for a later one.
+        let status = r#"[{"name": null, "ips": ["10.0.0.1"]},
+            {"name": "kube-system/storage-net", "interface": "lhnet1"},
+            {"name": "kube-system/storage-net", "interface": "lhnet1", "ips": ["192.168.9.7"]}]"#;
+        let annotations = BTreeMap::from([(NETWORK_STATUS_ANNOTATION.to_string(), status.to_string())]);
+        let found =
+            check(&[net("kube-system", "storage-net", Some("lhnet1"))], &annotations, &|_| true).unwrap();
+        assert_eq!(found[0].ip, "192.168.9.7");
     }
 
     #[test]
