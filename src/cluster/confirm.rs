@@ -177,11 +177,11 @@ async fn read_volumes(
 ) -> Result<Vec<Listed>, ConfirmError> {
     let plain = volume_selectors(volumes, None, MAX_SELECTOR_BYTES);
     let skipping = if split_elsewhere && volumes.len() > 1 {
-        let (first, second): (Vec<_>, Vec<_>) =
-            volumes.iter().cloned().enumerate().partition(|(i, _)| *i < volumes.len() / 2);
-        let half = |h: Vec<(usize, String)>| h.into_iter().map(|(_, v)| v).collect::<BTreeSet<String>>();
-        let mut s = volume_selectors(&half(first), Some(elsewhere), MAX_SELECTOR_BYTES);
-        s.extend(volume_selectors(&half(second), Some(elsewhere), MAX_SELECTOR_BYTES));
+        let mid = volumes.len() / 2;
+        let first: BTreeSet<String> = volumes.iter().take(mid).cloned().collect();
+        let second: BTreeSet<String> = volumes.iter().skip(mid).cloned().collect();
+        let mut s = volume_selectors(&first, Some(elsewhere), MAX_SELECTOR_BYTES);
+        s.extend(volume_selectors(&second, Some(elsewhere), MAX_SELECTOR_BYTES));
         s
     } else {
         volume_selectors(volumes, Some(elsewhere), MAX_SELECTOR_BYTES)

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 use super::super::meta::{Meta, KEPT_LABELS};
-use super::super::{readset, ClusterView, Kind, Object, ObjectKind, SharedView};
+use super::super::{readset, ClusterView, Kind, Object, ObjectKind, SharedView, LONGHORN_VOLUME_LABEL};
 
 /// The watch view and the kinds it holds current for one confirmation.
 pub struct Cached {
@@ -45,8 +45,46 @@ impl Cached {
         let namespace = readset::resource(kind).namespace;
         let keep =
             |m: &Meta| namespace.is_none_or(|ns| m.namespace.as_deref() == Some(ns)) && selector.matches(m);
-        Some(select(&self.view.read(), kind, keep))
+        let view = self.view.read();
+        Some(match selector.volumes() {
+            Some(volumes) => by_volume(&view, kind, volumes, &keep),
+            None => select(&view, kind, keep),
+        })
     }
+}
+
+/// The objects of `kind` of the named volumes that `keep` accepts, found through the view's
+/// per-volume indexes: a confirmation's per-volume read costs what it returns, not the size of
+/// the kind. The indexes key replicas and engines by `spec.volumeName`, the decision's own key;
+/// an object whose `longhornvolume` label names another volume than its spec is one no decision
+/// about these volumes reads, so leaving it out changes no answer.
+fn by_volume(
+    view: &ClusterView,
+    kind: ObjectKind,
+    volumes: &HashSet<String>,
+    keep: &dyn Fn(&Meta) -> bool,
+) -> Vec<Object> {
+    let mut out = Vec::new();
+    for v in volumes {
+        match kind {
+            ObjectKind::Volume => out.extend(
+                view.volume(v).filter(|o| keep(&o.metadata)).map(|o| Object::Volume(Box::new(o.clone()))),
+            ),
+            ObjectKind::Replica => out.extend(
+                view.replicas_of_volume(v)
+                    .filter(|o| keep(&o.metadata))
+                    .map(|o| Object::Replica(Box::new(o.clone()))),
+            ),
+            ObjectKind::Engine => out.extend(
+                view.engines_of_volume(v)
+                    .filter(|o| keep(&o.metadata))
+                    .map(|o| Object::Engine(Box::new(o.clone()))),
+            ),
+            // Other kinds carry no volume label: scan them as for any selector.
+            _ => return select(view, kind, keep),
+        }
+    }
+    out
 }
 
 /// Clones of the objects of `kind` whose metadata `keep` accepts.
@@ -117,6 +155,14 @@ impl Selector {
 
     fn matches(&self, m: &Meta) -> bool {
         self.0.iter().all(|r| r.matches(m))
+    }
+
+    /// The volumes a `longhornvolume in (...)` requirement names, when there is one.
+    fn volumes(&self) -> Option<&HashSet<String>> {
+        self.0.iter().find_map(|r| match r {
+            Requirement::In(k, set) if k == LONGHORN_VOLUME_LABEL => Some(set),
+            _ => None,
+        })
     }
 }
 
