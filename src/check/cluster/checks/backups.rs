@@ -147,8 +147,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
             let tightest = members
                 .iter()
                 .filter(|(_, m)| m.covered_by(j))
-                .map(|(v, _)| (volume_max(v, max), v.metadata.name.as_str()))
-                .filter_map(|(m, v)| m.map(|m| (m, Some(v))))
+                .filter_map(|(v, _)| Some((volume_max(v, max)?, Some(v.metadata.name.as_str()))))
                 .min()
                 .or(max.map(|m| (m, None)));
             if let Some((limit, volume)) = tightest.filter(|(m, _)| *m > 0 && j.spec.retain >= *m) {
