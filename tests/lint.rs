@@ -219,6 +219,37 @@ fn temp_folder_recursion_extensions_and_lists() {
 }
 
 #[test]
+fn empty_named_input_is_an_error_but_an_empty_file_in_a_folder_is_not() {
+    // A render step that failed leaves nothing on stdin: exit 2, not a silent pass.
+    for text in ["", "\n  \n", "# Source: longhorn/templates/x.yaml\n---\n---\n"] {
+        let o = lint_stdin(&["-"], text);
+        assert_eq!(code(&o), 2, "{text:?}");
+        assert_eq!(
+            lines(&o),
+            ["-: error: empty input: stdin holds no YAML or JSON document (did the step that renders it fail?)"]
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("rendered.yaml");
+    std::fs::write(&empty, "# nothing\n").unwrap();
+    let o = Command::new(BIN).arg("lint").arg(&empty).output().unwrap();
+    assert_eq!(code(&o), 2);
+    assert_eq!(
+        lines(&o),
+        [format!(
+            "{}: error: empty input: the file holds no YAML or JSON document (did the step that renders it fail?)",
+            empty.display()
+        )]
+    );
+    // Found by walking a folder, the same file is skipped: a placeholder is not an error.
+    let o = Command::new(BIN).arg("lint").arg(dir.path()).output().unwrap();
+    assert_eq!((code(&o), lines(&o).len()), (0, 0));
+    // An empty List is a document: nothing to say.
+    let o = lint_stdin(&["-"], "apiVersion: v1\nkind: List\nitems: []\n");
+    assert_eq!((code(&o), lines(&o).len()), (0, 0));
+}
+
+#[test]
 fn helm_values_string_and_number_forms() {
     let policy = Policy::default();
     let input = |text: &str| vec![Input { path: "values.yaml".into(), text: text.into() }];

@@ -30,7 +30,10 @@ pub struct Input {
 }
 
 /// Expands `paths` into inputs: files as given (any extension), folders recursively
-/// (`*.yaml`, `*.yml`, `*.json`, in name order), `-` as stdin.
+/// (`*.yaml`, `*.yml`, `*.json`, in name order), `-` as stdin. A file named on the command line
+/// or stdin with no document at all (empty, blank, only comments and `---`) is an error: in CI it
+/// is almost always a render step that failed (`helm template ... | lint -`), and passing it would
+/// be a silent pass. Empty files found in a folder are skipped.
 pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>, Vec<InputError>) {
     let mut inputs = Vec::new();
     let mut errors = Vec::new();
@@ -38,7 +41,7 @@ pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>,
         if p.as_os_str() == "-" {
             let mut text = String::new();
             match stdin.read_to_string(&mut text) {
-                Ok(_) => inputs.push(Input { path: "-".into(), text }),
+                Ok(_) => named(Input { path: "-".into(), text }, &mut inputs, &mut errors),
                 Err(e) => errors.push(err("-", None, format!("cannot read stdin: {e}"))),
             }
         } else if p.is_dir() {
@@ -51,10 +54,31 @@ pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>,
                 read_file(&f, &mut inputs, &mut errors);
             }
         } else {
-            read_file(p, &mut inputs, &mut errors);
+            let mut one = Vec::new();
+            read_file(p, &mut one, &mut errors);
+            for input in one {
+                named(input, &mut inputs, &mut errors);
+            }
         }
     }
     (inputs, errors)
+}
+
+/// Keeps an input named on the command line, or reports it as empty.
+fn named(input: Input, inputs: &mut Vec<Input>, errors: &mut Vec<InputError>) {
+    let text = input.text.strip_prefix('\u{feff}').unwrap_or(&input.text);
+    if text.lines().any(|l| is_content(l) && !is_separator(l)) {
+        inputs.push(input);
+    } else {
+        let what = if input.path == "-" { "stdin" } else { "the file" };
+        errors.push(err(
+            &input.path,
+            None,
+            format!(
+                "empty input: {what} holds no YAML or JSON document (did the step that renders it fail?)"
+            ),
+        ));
+    }
 }
 
 fn err(path: &str, line: Option<usize>, reason: String) -> InputError {
