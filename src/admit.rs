@@ -32,12 +32,16 @@ impl WebhookKind {
     }
 }
 
+/// A fresh view of one node's drain-relevant state, or why it could not be read (one line).
+pub type ConfirmOutcome = Result<Arc<ClusterView>, String>;
+
 /// A future giving a fresh view of one node's drain-relevant state.
-pub type ConfirmFuture = Pin<Box<dyn Future<Output = Result<ClusterView, String>> + Send>>;
+pub type ConfirmFuture = Pin<Box<dyn Future<Output = ConfirmOutcome> + Send>>;
 
 /// Reads the state that an allow for draining `node` rests on with a consistent read from the
-/// API server and returns it as a fresh view (see [`Decision::confirm_node`]).
-pub type Confirmer = Arc<dyn Fn(String) -> ConfirmFuture + Send + Sync>;
+/// API server, within the budget given, and returns it as a fresh view (see
+/// [`Decision::confirm_node`]).
+pub type Confirmer = Arc<dyn Fn(String, Duration) -> ConfirmFuture + Send + Sync>;
 
 /// The outcome of one admission round trip.
 #[derive(Debug)]
@@ -114,31 +118,36 @@ impl Admitter {
         // Leave a margin inside the caller's deadline so that a hanging API server still gets
         // the 429 "could not confirm" answer, not the caller's own timeout (a 5xx, which the
         // API server would treat as a webhook failure).
-        let budget = deadline.saturating_sub((deadline / 10).max(Duration::from_millis(100)));
+        let margin = (deadline / 10).max(Duration::from_millis(100));
+        let budget = deadline.saturating_sub(margin);
         let started = Instant::now();
         let failed = |why: &str| (policy::drain::unconfirmed(node, why, &self.policy), ConfirmResult::Failed);
-        let (decision, result) = match tokio::time::timeout(budget, confirmer(node.to_string())).await {
-            Ok(Ok(fresh)) => {
-                let mut d = policy::validate(request, &fresh, &self.policy, now);
-                let decided_for = d.details.node.clone();
-                if d.confirm_node.take().is_some() {
-                    failed("the confirmation read was itself stale")
-                } else if decided_for.as_deref().is_some_and(|n| n != node) {
-                    // The fresh view holds only `node`'s state: a decision for another node
-                    // would rest on data that was never read.
-                    failed(&format!(
-                        "the pod's node changed to {} while confirming",
-                        decided_for.unwrap_or_default()
-                    ))
-                } else if d.allowed {
-                    (d, ConfirmResult::Allowed)
-                } else {
-                    (d, ConfirmResult::Denied)
+        // The confirmer keeps to `budget` itself (and says why it could not); this timeout,
+        // half the margin later, only stops one that does not.
+        let backstop = budget + margin / 2;
+        let (decision, result) =
+            match tokio::time::timeout(backstop, confirmer(node.to_string(), budget)).await {
+                Ok(Ok(fresh)) => {
+                    let mut d = policy::validate(request, &fresh, &self.policy, now);
+                    let decided_for = d.details.node.clone();
+                    if d.confirm_node.take().is_some() {
+                        failed("the confirmation read was itself stale")
+                    } else if decided_for.as_deref().is_some_and(|n| n != node) {
+                        // The fresh view holds only `node`'s state: a decision for another node
+                        // would rest on data that was never read.
+                        failed(&format!(
+                            "the pod's node changed to {} while confirming",
+                            decided_for.unwrap_or_default()
+                        ))
+                    } else if d.allowed {
+                        (d, ConfirmResult::Allowed)
+                    } else {
+                        (d, ConfirmResult::Denied)
+                    }
                 }
-            }
-            Ok(Err(e)) => failed(&e),
-            Err(_) => failed(&format!("the API server did not answer within {}ms", budget.as_millis())),
-        };
+                Ok(Err(e)) => failed(&e),
+                Err(_) => failed(&format!("no answer within {}ms", backstop.as_millis())),
+            };
         let took = started.elapsed();
         stats::global().confirmation(result, took);
         // The confirmation's bodies and view are gone: give their memory back.

@@ -9,6 +9,7 @@
 //! without `--state` uses the same reads.
 
 pub mod cached;
+pub mod queue;
 mod reader;
 mod selectors;
 pub mod summary;
@@ -68,12 +69,16 @@ pub fn confirmer_reusing(client: kube::Client, view: SharedView, max_age: std::t
 }
 
 fn confirmer_with(client: kube::Client, view: SharedView, max_age: Option<std::time::Duration>) -> Confirmer {
-    std::sync::Arc::new(move |node: String| {
+    std::sync::Arc::new(move |node: String, budget: std::time::Duration| {
         let client = client.clone();
         let expected = volumes_on_node(&view.read(), &node);
         let cache = max_age.map(|age| cached::Cached::current(&view, SystemTime::now(), age));
         Box::pin(async move {
-            read_node_state_cached(&client, &node, &expected, cache.as_ref()).await.map_err(|e| e.to_string())
+            let read = read_node_state_cached(&client, &node, &expected, cache.as_ref());
+            match tokio::time::timeout(budget, read).await {
+                Ok(read) => read.map(std::sync::Arc::new).map_err(|e| e.to_string()),
+                Err(_) => Err(format!("the API server did not answer within {}ms", budget.as_millis())),
+            }
         })
     })
 }

@@ -99,6 +99,14 @@ pub struct ServeArgs {
     /// checks off. With --state they are computed once from the snapshot.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
     pub check_interval: Duration,
+    /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
+    /// from the API server at once; more wait their turn within their deadline, and requests
+    /// for a node whose confirmation is still waiting share it. Default 2: one at 10,000
+    /// volumes holds about 20 MiB and makes the API server serialise about 12 MB, so parallel
+    /// drains stay inside the memory limit and off the API server's back; a queued one waits
+    /// about as long as one takes (0.4 s at that size).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONFIRMATIONS")]
+    pub max_confirmations: u32,
 }
 
 /// Limits and timings of the server, and who may connect.
@@ -317,7 +325,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             })?;
             let view = SharedView::new(ClusterView::new(Source::Watch));
             let watches = tokio::spawn(crate::cluster::watch::run(client.clone(), view.clone()));
-            let confirmer = Some(if policy.drain.reuse_current_kinds {
+            let confirmer = if policy.drain.reuse_current_kinds {
                 crate::cluster::confirm::confirmer_reusing(
                     client.clone(),
                     view.clone(),
@@ -325,7 +333,9 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 )
             } else {
                 crate::cluster::confirm::confirmer(client.clone(), view.clone())
-            });
+            };
+            let confirmer =
+                Some(crate::cluster::confirm::queue::queued(confirmer, args.max_confirmations as usize));
             let mut admitter = Admitter::new(view.clone(), policy.clone(), confirmer);
             if !args.check_interval.is_zero() {
                 let checks = crate::check::cluster::metrics::SharedChecks::default();
