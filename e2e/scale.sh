@@ -16,7 +16,10 @@
 # reuses it instead of loading it again: for repeated measurements), SCALE_APISERVER_PID (none;
 # the PID of a kube-apiserver on this machine adds a row: its CPU time per confirmation's reads),
 # SCALE_BUSY_KINDS (volumes,engines: the kinds a third phase keeps busy while the others stay
-# quiet, so confirmations read only the quiet ones; empty skips that phase).
+# quiet, so confirmations read only the quiet ones; empty skips that phase), SCALE_OVERLAP (6:
+# evictions of the drained node's instance manager sent SCALE_OVERLAP_STAGGER (100ms) apart on a
+# quiet view, so confirmations overlap and queue for serve's --max-confirmations; 0 skips that
+# phase; LONGHORN_GUARD_MAX_CONFIRMATIONS sets the server's limit).
 #
 # Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
 # CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
@@ -40,6 +43,8 @@ LOAD_CONCURRENCY=${SCALE_LOAD_CONCURRENCY:-32}
 PORT=${SCALE_PORT:-18453}
 KEEP=${SCALE_KEEP:-0}
 BUSY_KINDS=${SCALE_BUSY_KINDS-volumes,engines}
+OVERLAP=${SCALE_OVERLAP:-6}
+OVERLAP_STAGGER=${SCALE_OVERLAP_STAGGER:-100ms}
 LH_NS=longhorn-system
 GUARD_NS=longhorn-guard
 LABEL=longhorn-guard-scale
@@ -244,7 +249,29 @@ if [ -n "$BUSY_KINDS" ]; then
 	HEARTBEAT_PID=
 	busy_per_confirmation=$(per_confirmation_between "$WORK/metrics.busy.0" "$WORK/metrics.busy.1")
 fi
-unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm)))
+# ---------------------------------------------------------------- overlapping confirmations (optional)
+# Evictions arriving while earlier confirmations read (parallel drains, retries): at most
+# --max-confirmations read at once, later ones queue and share. The peak is measured from here
+# (VmHWM reset through /proc/PID/clear_refs).
+overlap=
+overlap_rss=n/a
+overlap_requests=n/a
+if [ "$OVERLAP" -gt 0 ]; then
+	log "overlapping confirmations: $OVERLAP evictions $OVERLAP_STAGGER apart after ${pause}s without writes (--max-confirmations ${LONGHORN_GUARD_MAX_CONFIRMATIONS:-2})"
+	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.overlap.0" || true
+	echo 5 >"/proc/$SERVER_PID/clear_refs" 2>/dev/null || true
+	set +e
+	overlap=$(load_client --requests "$OVERLAP" --concurrency "$OVERLAP" --stagger "$OVERLAP_STAGGER" --pause "${pause}s")
+	[ $? -eq 0 ] || FAILED=1
+	set -e
+	echo "    $overlap"
+	overlap_rss="$(vm VmHWM) MiB"
+	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.overlap.1" || true
+	r0=$(metric_sum "$WORK/metrics.overlap.0" longhorn_guard_api_requests_total)
+	r1=$(metric_sum "$WORK/metrics.overlap.1" longhorn_guard_api_requests_total)
+	[ -n "$r1" ] && overlap_requests="$((r1 - ${r0:-0})) for $OVERLAP evictions"
+fi
+unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm) + $(count "$overlap" could_not_confirm)))
 
 # ---------------------------------------------------------------- API server CPU (optional)
 # What the confirmation's reads cost the API server: its CPU time over CPU_READS back-to-back
@@ -285,6 +312,13 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 		printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, partly busy view" "$(ms "$(field "$busy" p50_ms)")" \
 			"$(ms "$(field "$busy" p99_ms)")" "$(field "$busy" requests)" "$(field "$busy" allowed)"
 		printf '%-44s %s\n' "API requests per confirmation, partly busy" "$busy_per_confirmation"
+	fi
+	if [ -n "$overlap" ]; then
+		printf '%-44s %s / %s (n=%s, %s apart, allowed %s)\n' "eviction p50 / p99, overlapping" \
+			"$(ms "$(field "$overlap" p50_ms)")" "$(ms "$(field "$overlap" p99_ms)")" "$(field "$overlap" requests)" \
+			"$OVERLAP_STAGGER" "$(field "$overlap" allowed)"
+		printf '%-44s %s\n' "peak RSS, overlapping confirmations" "$overlap_rss"
+		printf '%-44s %s\n' "API requests, overlapping confirmations" "$overlap_requests"
 	fi
 	printf '%-44s %s\n' "\"could not confirm\" answers" "$unconfirmed"
 	printf '%-44s %s\n' "API server CPU per confirmation's reads" "$apiserver_cpu"

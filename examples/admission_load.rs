@@ -4,13 +4,15 @@
 //! ```text
 //! cargo run --example admission_load -- --url https://127.0.0.1:18443/validate --ca certs/ca.crt \
 //!     --pod instance-manager-... [--pod ...] [--requests 200] [--rounds 1] [--pause 0s] [--concurrency 4]
+//!     [--stagger 0s]
 //! ```
 //!
 //! Each body is the captured eviction (`../shared/fixtures/admission/eviction-create.json`)
 //! with the pod name replaced (round-robin over `--pod`) and a unique uid. `--concurrency`
 //! kept-alive connections share the requests of a round; before each round the client waits
 //! `--pause` (so with a pause longer than the policy's `drain.maxViewAge` and a quiet cluster,
-//! every eviction is confirmed). Prints one JSON line on stdout: `requests`, `allowed`,
+//! every eviction is confirmed). With `--stagger D`, connection `i` starts sending `i × D` into
+//! each round (overlapping, not simultaneous, arrivals). Prints one JSON line on stdout: `requests`, `allowed`,
 //! `denied`, `could_not_confirm` (denials saying "could not confirm"), `errors` (no
 //! AdmissionReview answer), `p50_ms`, `p99_ms`, `max_ms`. Exit status: 0 all answered,
 //! 1 some requests got no answer, 2 bad arguments or no connection.
@@ -59,6 +61,9 @@ struct Args {
     /// Kept-alive connections, each with one request in flight.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     concurrency: u16,
+    /// Connection `i` starts sending `i` times this long into each round.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    stagger: Duration,
     /// Give up on one request after this long (counted as an error).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -287,10 +292,15 @@ async fn run(args: Args) -> Result<Value, String> {
         let next = Arc::new(AtomicUsize::new(0));
         let tasks: Vec<_> = senders
             .drain(..)
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
                 let (target, template, args, next, tally) =
                     (target.clone(), template.clone(), args.clone(), next.clone(), tally.clone());
-                tokio::spawn(worker(target, template, args, round, next, tally, s))
+                let start_after = args.stagger.saturating_mul(i as u32);
+                tokio::spawn(async move {
+                    tokio::time::sleep(start_after).await;
+                    worker(target, template, args, round, next, tally, s).await
+                })
             })
             .collect();
         for task in tasks {

@@ -28,3 +28,4 @@ pub mod server;
 pub mod signal;
 pub mod synthetic;
 pub mod tls;
+pub mod yaml;

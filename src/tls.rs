@@ -151,7 +151,8 @@ impl ReloadingCert {
     /// Polls the files every `interval` until `shutdown` resolves, logging each outcome.
     pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut tick = tokio::time::interval(interval);
+        // A zero period would panic in tokio; the CLI refuses it, this keeps library callers safe.
+        let mut tick = tokio::time::interval(interval.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

@@ -140,6 +140,31 @@ fn node_conditions_report_longhorns_own_message() {
 }
 
 #[test]
+fn extreme_disk_numbers_never_overflow() {
+    // i64 extremes in a malformed status: the arithmetic saturates instead of panicking
+    // (debug) or wrapping (release) into a wrong answer.
+    let r = quiet_with(|d| {
+        let n = item(d, "Node", "n1");
+        n["spec"]["disks"]["disk-1"]["storageReserved"] = json!(i64::MIN);
+        n["status"]["diskStatus"]["disk-1"]["storageMaximum"] = json!(i64::MAX);
+        n["status"]["diskStatus"]["disk-1"]["storageAvailable"] = json!(i64::MAX);
+        n["status"]["diskStatus"]["disk-1"]["storageScheduled"] = json!(i64::MAX);
+    });
+    // The limit saturates at i64::MAX, and the use is all of it.
+    let found = of(&r, Check::DiskSpace);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].2.contains("GiB limit (100%;"), "{found:?}");
+    let r = quiet_with(|d| {
+        let st = &mut item(d, "Node", "n1")["status"]["diskStatus"]["disk-1"];
+        st["storageMaximum"] = json!(1);
+        st["storageScheduled"] = json!(i64::MAX);
+    });
+    assert!(of(&r, Check::DiskSpace)
+        .iter()
+        .any(|(s, _, m)| *s == Severity::Error && m.contains("scheduled of a")));
+}
+
+#[test]
 fn disk_space_warns_ten_points_before_the_limit_and_errs_at_it() {
     let disk = |avail: i64, sched: i64| {
         quiet_with(move |d| {
@@ -515,6 +540,10 @@ fn an_empty_file_or_one_that_is_no_snapshot_exits_2() {
         ("foo: bar\n".into(), "missing apiVersion or kind"),
         ("42\n".into(), "expected an object, found a number"),
         (std::fs::read_to_string(policy).unwrap(), "missing apiVersion or kind"),
+        (
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: node-1}\n".into(),
+            "holds no Longhorn object",
+        ),
     ] {
         std::fs::write(&f, &text).unwrap();
         let (code, out, err) = run(&["--state", f.to_str().unwrap()]);

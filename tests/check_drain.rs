@@ -109,6 +109,12 @@ fn bad_input_exits_2_with_a_clear_reason() {
         (&std::fs::read_to_string(admission_review).unwrap(), "holds no object longhorn-guard reads"),
         ("foo: bar\n", "missing apiVersion or kind"),
         ("42\n", "expected an object, found a number"),
+        // Core objects only (the longhorn-system half of a snapshot recipe failed): every
+        // drain would look safe.
+        (
+            "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata: {name: node-1}\n",
+            "holds no Longhorn object",
+        ),
     ] {
         let f = dir.path().join("snap.yaml");
         std::fs::write(&f, text).unwrap();
@@ -116,6 +122,25 @@ fn bad_input_exits_2_with_a_clear_reason() {
         assert_eq!(code, 2, "{text:?}: {out}{err}");
         assert!(err.contains(why), "{text:?}: {err}");
     }
+}
+
+#[test]
+fn a_yaml_snapshot_past_the_yaml_parser_default_limits_is_read() {
+    // 30,000 more core Nodes (about 500,000 YAML nodes: twice serde-saphyr's default budget);
+    // they hold no volume, so node-2's answer is the demo's.
+    let mut text = std::fs::read_to_string(DEMO).unwrap();
+    text.push_str("\n---\napiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..30_000 {
+        text.push_str(&format!(
+            "- apiVersion: v1\n  kind: Node\n  metadata:\n    name: extra-{i}\n    labels: {{a: b, c: d, e: f}}\n"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.yaml");
+    std::fs::write(&big, text).unwrap();
+    let (code, out, err) = check(&["node-2", "--state", big.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(out, check(&["node-2", "--state", DEMO]).1);
 }
 
 #[test]

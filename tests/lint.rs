@@ -212,10 +212,18 @@ fn temp_folder_recursion_extensions_and_lists() {
         [format!("{shown}:15: Volume/b: numberOfReplicas=1 has no redundancy; policy minimum is 3")]
     );
     assert_eq!(code(&o), 0);
-    // An empty folder: nothing to say.
+    // A folder with no manifest at all: a render step that failed, not a pass.
     let empty = tempfile::tempdir().unwrap();
+    std::fs::write(empty.path().join("README.md"), "not a manifest\n").unwrap();
     let o = Command::new(BIN).arg("lint").arg(empty.path()).output().unwrap();
-    assert_eq!((code(&o), lines(&o).len()), (0, 0));
+    assert_eq!(code(&o), 2);
+    assert_eq!(
+        lines(&o),
+        [format!(
+            "{}: error: empty input: no *.yaml, *.yml or *.json file in the folder (did the step that renders it fail?)",
+            empty.path().display()
+        )]
+    );
 }
 
 #[test]

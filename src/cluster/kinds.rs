@@ -63,6 +63,11 @@ impl ObjectKind {
         }
     }
 
+    /// True for Longhorn's own kinds (group `longhorn.io`).
+    pub fn is_longhorn(self) -> bool {
+        !matches!(self, Self::Node | Self::Pod | Self::StorageClass)
+    }
+
     /// A short human name, e.g. `replicas.longhorn.io`.
     pub fn display(self) -> &'static str {
         match self {

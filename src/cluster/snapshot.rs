@@ -28,6 +28,23 @@ pub enum SnapshotError {
     /// drain, so it is refused (a `kubectl get ... > file` that failed leaves such a file).
     #[error("{path}: holds no object longhorn-guard reads (Nodes, Pods, StorageClasses, Longhorn objects): is it empty, or not a cluster snapshot?")]
     Empty { path: PathBuf },
+    /// Kubernetes objects but not one Longhorn object: every drain would look safe, so it is
+    /// refused (the `longhorn-system` half of a snapshot recipe that failed leaves such a file).
+    #[error("{path}: holds no Longhorn object (longhorn.io Volumes, Replicas, Engines, InstanceManagers, Nodes, Settings), so every drain would look safe: was longhorn-system read? (`kubectl -n longhorn-system get volumes.longhorn.io,...` may have failed)")]
+    NoLonghorn { path: PathBuf },
+}
+
+/// Refuses snapshot contents a decision cannot rest on: nothing longhorn-guard reads, or no
+/// Longhorn object at all (a cluster with Longhorn installed always has its Settings, Nodes and
+/// instance managers).
+pub fn check_contents(path: &Path, objects: &[Object]) -> Result<(), SnapshotError> {
+    if objects.is_empty() {
+        return Err(SnapshotError::Empty { path: path.to_path_buf() });
+    }
+    if !objects.iter().any(|o| o.kind().is_longhorn()) {
+        return Err(SnapshotError::NoLonghorn { path: path.to_path_buf() });
+    }
+    Ok(())
 }
 
 /// Reads a snapshot file into a synced view whose source is that file.
@@ -46,9 +63,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
         Ok(())
     })
     .map_err(|e| SnapshotError::from_items(path, e))?;
-    if objects.is_empty() {
-        return Err(SnapshotError::Empty { path: path.to_path_buf() });
-    }
+    check_contents(path, &objects)?;
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     tracing::debug!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
@@ -76,7 +91,7 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
             return Ok(vec![v]);
         }
     }
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| one_line(&e.to_string()))?;
+    let docs: Vec<Value> = crate::yaml::from_multiple(text).map_err(|e| crate::yaml::message(&e))?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
@@ -134,10 +149,6 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
         return Ok(None);
     };
     Object::from_value(kind, item).map(Some).map_err(|e| format!("{kind_name} {name} ({api_version}): {e}"))
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

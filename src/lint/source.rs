@@ -33,7 +33,8 @@ pub struct Input {
 /// (`*.yaml`, `*.yml`, `*.json`, in name order), `-` as stdin. A file named on the command line
 /// or stdin with no document at all (empty, blank, only comments and `---`) is an error: in CI it
 /// is almost always a render step that failed (`helm template ... | lint -`), and passing it would
-/// be a silent pass. Empty files found in a folder are skipped.
+/// be a silent pass. So is a folder named on the command line with no such file; empty files
+/// found in a folder are skipped.
 pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>, Vec<InputError>) {
     let mut inputs = Vec::new();
     let mut errors = Vec::new();
@@ -48,6 +49,13 @@ pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>,
             let mut files = Vec::new();
             if let Err(e) = walk(p, &mut files) {
                 errors.push(err(&p.display().to_string(), None, format!("cannot read folder: {e}")));
+            } else if files.is_empty() {
+                errors.push(err(
+                    &p.display().to_string(),
+                    None,
+                    "empty input: no *.yaml, *.yml or *.json file in the folder (did the step that renders it fail?)"
+                        .into(),
+                ));
             }
             files.sort();
             for f in files {
@@ -186,7 +194,7 @@ fn parse_chunk(path: &str, lines: &[&str], from: usize, to: usize) -> Result<Opt
         text.push_str(l);
         text.push('\n');
     }
-    match serde_saphyr::from_str::<Value>(&text) {
+    match crate::yaml::from_str::<Value>(&text) {
         Ok(Value::Null) => Ok(None),
         Ok(value) => Ok(Some(Document { value, first, last: to.max(first) })),
         Err(e) => {
@@ -196,16 +204,11 @@ fn parse_chunk(path: &str, lines: &[&str], from: usize, to: usize) -> Result<Opt
     }
 }
 
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 /// serde-saphyr's message without its `error: line L column C: ` head and source snippet
 /// (the line is shown before the message).
 fn yaml_reason(s: &str) -> String {
-    let s = one_line(s);
-    let s = s.split(" --> ").next().unwrap_or(&s);
-    let s = s.strip_prefix("error: ").unwrap_or(s);
+    let s = crate::yaml::message_text(s);
+    let s = s.as_str();
     let s = match s.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
         Some((pos, rest)) if pos.contains(" column ") => rest,
         _ => s,

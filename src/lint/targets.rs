@@ -107,7 +107,7 @@ pub(super) fn classify(
             };
             if name == "longhorn-default-setting" {
                 let text = str_at(v, "/data/default-setting.yaml");
-                match serde_saphyr::from_str::<Value>(text) {
+                match crate::yaml::from_str::<Value>(text) {
                     Ok(Value::Object(map)) => {
                         for (setting, value) in map {
                             if ["default-replica-count", "node-drain-policy", "storage-network"]
@@ -128,11 +128,11 @@ pub(super) fn classify(
                     Ok(_) => {
                         error("data.default-setting.yaml is not a map of setting names to values".into())
                     }
-                    Err(e) => error(format!("data.default-setting.yaml: {}", one_line(&e.to_string()))),
+                    Err(e) => error(format!("data.default-setting.yaml: {}", crate::yaml::message(&e))),
                 }
             } else if name == "longhorn-storageclass" {
                 let text = str_at(v, "/data/storageclass.yaml");
-                match serde_saphyr::from_multiple::<Value>(text) {
+                match crate::yaml::from_multiple::<Value>(text) {
                     Ok(docs) => {
                         for sc in docs.into_iter().filter(|d| str_at(d, "/kind") == "StorageClass") {
                             let sc_name = str_at(&sc, "/metadata/name").to_string();
@@ -145,7 +145,7 @@ pub(super) fn classify(
                             ));
                         }
                     }
-                    Err(e) => error(format!("data.storageclass.yaml: {}", one_line(&e.to_string()))),
+                    Err(e) => error(format!("data.storageclass.yaml: {}", crate::yaml::message(&e))),
                 }
             }
         }
@@ -232,8 +232,4 @@ fn synthetic_setting(name: &str, value: &str) -> Value {
         "metadata": {"name": name, "namespace": crate::cluster::LONGHORN_NAMESPACE},
         "value": value,
     })
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -24,9 +24,18 @@ pub enum PolicyError {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct Policy {
+    #[serde(deserialize_with = "or_default")]
     pub drain: DrainPolicy,
+    #[serde(deserialize_with = "or_default")]
     pub replicas: ReplicaPolicy,
+    #[serde(deserialize_with = "or_default")]
     pub gate: GatePolicy,
+}
+
+/// A section written with no keys (`drain:` alone, or all its keys commented out) reads as
+/// null: it means the defaults, as an absent one does.
+fn or_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// What the drain guard does with an unsafe eviction or node deletion.
@@ -161,13 +170,15 @@ impl Policy {
 
     /// Parses and validates policy YAML (or JSON). An empty document gives the defaults.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let policy: Policy = if text.trim().is_empty() {
-            Policy::default()
-        } else {
-            serde_saphyr::from_str::<Option<Policy>>(text)
-                .map_err(|e| e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))?
-                .unwrap_or_default()
-        };
+        // Documents, empty ones skipped: a stray `---` (as generated ConfigMaps end) is fine.
+        let mut docs = crate::yaml::from_multiple::<Policy>(text).map_err(|e| crate::yaml::message(&e))?;
+        if docs.len() > 1 {
+            return Err(format!(
+                "holds {} YAML documents; a policy file is one document (drain, replicas, gate)",
+                docs.len()
+            ));
+        }
+        let policy = docs.pop().unwrap_or_default();
         policy.check()?;
         Ok(policy)
     }
@@ -253,15 +264,36 @@ pub mod duration {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Secs(u64),
-            Text(String),
+        d.deserialize_any(DurationVisitor)
+    }
+
+    struct DurationVisitor;
+
+    impl serde::de::Visitor<'_> for DurationVisitor {
+        type Value = Duration;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a duration such as \"90s\", \"10m\", \"1h30m\", \"500ms\" or whole seconds")
         }
-        match Raw::deserialize(d)? {
-            Raw::Secs(n) => Ok(Duration::from_secs(n)),
-            Raw::Text(t) => parse(&t).map_err(serde::de::Error::custom),
+
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Duration, E> {
+            Ok(Duration::from_secs(n))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Duration, E> {
+            u64::try_from(n)
+                .map(Duration::from_secs)
+                .map_err(|_| E::custom(format!("invalid duration {n}: a duration cannot be negative")))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Duration, E> {
+            Err(E::custom(format!(
+                "invalid duration {n}: whole seconds only (write a unit for less, e.g. \"500ms\")"
+            )))
+        }
+
+        fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Duration, E> {
+            parse(t).map_err(E::custom)
         }
     }
 
@@ -300,6 +332,72 @@ mod tests {
     fn empty_policy_is_the_default() {
         assert_eq!(Policy::parse("").unwrap(), Policy::default());
         assert_eq!(Policy::parse("{}").unwrap(), Policy::default());
+        // Sections with no keys, and stray document markers, mean the defaults too.
+        for text in [
+            "drain:
+",
+            "drain:
+#  action: warn
+replicas:
+gate: null
+",
+            "---
+",
+            "drain: {}
+---
+",
+        ] {
+            assert_eq!(Policy::parse(text).unwrap(), Policy::default(), "{text:?}");
+        }
+        let p = Policy::parse(
+            "---
+drain:
+  action: warn
+---
+",
+        )
+        .unwrap();
+        assert_eq!(p.drain.action, DrainAction::Warn);
+    }
+
+    #[test]
+    fn unclear_policy_text_gets_a_clear_reason() {
+        for (text, why) in [
+            (
+                "drain: {}
+---
+replicas: {}
+",
+                "holds 2 YAML documents; a policy file is one document",
+            ),
+            (
+                "drain:
+  stallAfter: 0.5
+",
+                "whole seconds only (write a unit for less, e.g. \"500ms\")",
+            ),
+            (
+                "drain:
+  stallAfter: -5
+",
+                "a duration cannot be negative",
+            ),
+            (
+                "drain:
+  stallAfter: [1]
+",
+                "expected a duration such as \"90s\"",
+            ),
+            (
+                "drain:
+  stallAfter: ten
+",
+                "invalid duration \"ten\"",
+            ),
+        ] {
+            let e = Policy::parse(text).unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
     }
 
     #[test]

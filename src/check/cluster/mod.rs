@@ -145,6 +145,12 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
     if objects.is_empty() && inv.read.is_empty() && inv.settings.is_empty() && inv.unreadable.is_empty() {
         return Err(SnapshotError::Empty { path: path.to_path_buf() }.into());
     }
+    if inv.unreadable.is_empty() && inv.read.is_empty() {
+        // Unreadable objects are findings of their own, and the kinds only these checks read
+        // (`inv.read`) are Longhorn's; otherwise the rule of every snapshot: without a Longhorn
+        // object the checks would find nothing wrong.
+        crate::cluster::snapshot::check_contents(path, &objects)?;
+    }
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     Ok((inv, view))

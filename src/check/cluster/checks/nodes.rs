@@ -163,7 +163,7 @@ fn one_disk(
     }
     let object = format!("node/{node}");
     let max = st.storage_maximum as i128;
-    let avail_pct = (st.storage_available as i128 * 100 / max) as i64;
+    let avail_pct = i64::try_from(st.storage_available as i128 * 100 / max).unwrap_or(i64::MAX);
     // Longhorn schedules only while available > maximum * minimal% / 100.
     let floor = max * min_pct as i128 / 100;
     let what = format!(
@@ -193,11 +193,13 @@ fn one_disk(
             remedy,
         ));
     }
-    let limit = ((st.storage_maximum - spec.storage_reserved).max(0) as i128 * over_pct as i128 / 100) as i64;
+    // In i128: any i64 values (a malformed status may hold i64::MIN) neither overflow nor wrap.
+    let limit = (st.storage_maximum as i128 - spec.storage_reserved as i128).max(0) * over_pct as i128 / 100;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     if limit <= 0 {
         return out;
     }
-    let used_pct = (st.storage_scheduled as i128 * 100 / limit as i128) as i64;
+    let used_pct = i64::try_from(st.storage_scheduled as i128 * 100 / limit as i128).unwrap_or(i64::MAX);
     let sched = format!(
         "{node} disk {disk}: {} scheduled of a {} limit ({used_pct}%; {over_text} of maximum less {} reserved)",
         gib(st.storage_scheduled),
