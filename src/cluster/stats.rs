@@ -92,6 +92,8 @@ pub struct ApiStats {
     /// Non-cumulative counts per bucket, plus one for `+Inf`.
     durations: [AtomicU64; CONFIRMATION_BUCKETS.len() + 1],
     duration_sum_micros: AtomicU64,
+    /// Confirmations waiting for a turn (`serve --max-confirmations`).
+    queued: AtomicU64,
 }
 
 static GLOBAL: ApiStats = ApiStats::new();
@@ -116,7 +118,14 @@ impl ApiStats {
             confirmations: [const { AtomicU64::new(0) }; 3],
             durations: [const { AtomicU64::new(0) }; CONFIRMATION_BUCKETS.len() + 1],
             duration_sum_micros: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
         }
+    }
+
+    /// One more confirmation waits for a turn; it counts until the guard is dropped.
+    pub fn queued(&'static self) -> Queued {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        Queued(&self.queued)
     }
 
     /// Counts one request to the API server (`method`, URL `path` and `query`).
@@ -170,6 +179,7 @@ impl ApiStats {
                 confirmations: self.confirmations.each_ref().map(load),
                 durations: self.durations.each_ref().map(load),
                 duration_sum_micros: load(&self.duration_sum_micros),
+                queued: load(&self.queued),
             },
         );
     }
@@ -183,6 +193,17 @@ struct Snapshot {
     confirmations: [u64; 3],
     durations: [u64; CONFIRMATION_BUCKETS.len() + 1],
     duration_sum_micros: u64,
+    queued: u64,
+}
+
+/// A confirmation counted as waiting for a turn, until dropped.
+#[derive(Debug)]
+pub struct Queued(&'static AtomicU64);
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Collector for Snapshot {
@@ -230,7 +251,15 @@ impl Collector for Snapshot {
             MetricType::Histogram,
         )?;
         let sum = self.duration_sum_micros as f64 / 1e6;
-        f.histogram(&NO_LABELS, &CONFIRMATION_BUCKETS, &self.durations, sum)
+        f.histogram(&NO_LABELS, &CONFIRMATION_BUCKETS, &self.durations, sum)?;
+
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_confirmations_queued",
+            "Confirmations waiting for a turn to read (serve --max-confirmations); each answers every request for its node that arrived before it started.",
+            MetricType::Gauge,
+        )?;
+        f.labelled(&NO_LABELS, self.queued as f64)
     }
 }
 
@@ -309,7 +338,9 @@ mod tests {
 
     #[test]
     fn renders_fixed_label_sets() {
-        let s = ApiStats::new();
+        let s: &'static ApiStats = Box::leak(Box::new(ApiStats::new()));
+        let (one, two) = (s.queued(), s.queued());
+        drop(one);
         s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
         s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
         s.api_request("GET", "/apis/example.com/v1/widgets", "watch=1");
@@ -329,9 +360,15 @@ mod tests {
             "longhorn_guard_confirmation_duration_seconds_bucket{le=\"+Inf\"} 2",
             "longhorn_guard_confirmation_duration_seconds_sum 30.007",
             "longhorn_guard_confirmation_duration_seconds_count 2",
+            "# TYPE longhorn_guard_confirmations_queued gauge",
+            "longhorn_guard_confirmations_queued 1",
         ] {
             assert!(out.lines().any(|l| l == line), "missing {line} in\n{out}");
         }
+        drop(two);
+        let mut out = String::new();
+        s.render(&mut out);
+        assert!(out.lines().any(|l| l == "longhorn_guard_confirmations_queued 0"), "{out}");
         assert!(!out.contains("verb=\"get\""), "zero series are not rendered: {out}");
     }
 }

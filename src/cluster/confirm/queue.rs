@@ -85,7 +85,9 @@ impl Queue {
         let queued_at = Instant::now();
         let (queue, owned_node, flag) = (self.clone(), node.to_string(), reading.clone());
         let run: Run = async move {
+            let queued = crate::cluster::stats::global().queued();
             let slot = queue.slots.clone().acquire_owned().await;
+            drop(queued);
             queue.started(&owned_node, id);
             flag.store(true, Ordering::SeqCst);
             let Ok(_slot) = slot else { return Err("the confirmation queue is closed".to_string()) };
