@@ -52,6 +52,23 @@ pub enum CheckCommand {
 }
 
 /// Installs logging, builds the runtime and runs the subcommand.
+/// Treats every `LONGHORN_GUARD_*` environment variable whose value is empty or blank as unset,
+/// so its flag's default applies: a manifest or chart that renders `value: ""` for an option it
+/// leaves unset must not become a usage error ("a value is required"). Call before parsing, while
+/// the process has one thread.
+pub fn unset_blank_env() {
+    let blank: Vec<_> = std::env::vars_os()
+        .filter(|(k, v)| {
+            k.to_str().is_some_and(|k| k.starts_with("LONGHORN_GUARD_"))
+                && v.to_str().is_some_and(|v| v.trim().is_empty())
+        })
+        .map(|(k, _)| k)
+        .collect();
+    for k in blank {
+        std::env::remove_var(k);
+    }
+}
+
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.log_format, &cli.log_level);
     let _ = rustls::crypto::ring::default_provider().install_default();

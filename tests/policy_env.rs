@@ -73,3 +73,15 @@ fn a_good_policy_in_the_environment_is_applied() {
     );
     assert_eq!(code, 1, "{out}");
 }
+
+#[test]
+fn a_blank_variable_counts_as_unset() {
+    // A chart that renders `value: ""` for an option it leaves unset: the default applies.
+    let state = format!("{DATA}/stopped-last-replica.yaml");
+    for blank in ["", "  "] {
+        let (code, out, err) =
+            run(&["check", "drain", "node-1", "--state", &state], std::path::Path::new(blank), b"");
+        assert_eq!(code, 1, "LONGHORN_GUARD_POLICY={blank:?}: the default policy blocks: {out}{err}");
+        assert!(!err.contains("a value is required"), "{err}");
+    }
+}
