@@ -85,3 +85,26 @@ async fn a_request_that_cannot_get_a_slot_in_time_is_told_why_and_leaves_no_slot
     assert!(again.is_ok(), "{again:?}");
     assert_eq!(fake.seen.requests().len(), 2 * READS);
 }
+
+#[tokio::test]
+async fn shared_reads_get_the_latest_deadline_of_the_requests_sharing_them() {
+    let items = fixture_items();
+    let fake = FakeApi::start(items.clone(), Duration::from_millis(300)).await;
+    let stale = SharedView::new(stale_watch_view(&items));
+    let confirmer = confirm::queue::queued(confirm::confirmer(fake.client(), stale), 1);
+
+    let reading = tokio::spawn(confirmer(DRAINED.to_string(), Duration::from_secs(10)));
+    until_reads(&fake, 1).await;
+    // A request with little time queues a confirmation; one with plenty joins it, then the
+    // first gives up. The shared reads get the second one's time, not what is left of the first's.
+    let short = tokio::spawn(confirmer(DRAINED.to_string(), Duration::from_millis(400)));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let long = confirmer(DRAINED.to_string(), Duration::from_secs(10)).await;
+    assert!(long.is_ok(), "{long:?}");
+    assert_eq!(
+        short.await.unwrap().err().as_deref(),
+        Some("the 1 confirmation allowed at once (--max-confirmations) stayed busy for all of 400ms")
+    );
+    assert!(reading.await.unwrap().is_ok());
+    assert_eq!(fake.seen.requests().len(), 2 * READS);
+}

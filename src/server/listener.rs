@@ -178,7 +178,9 @@ async fn connection(
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
-    let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
+    // A client that reads nothing of a response for the header timeout is cut off: it must
+    // not hold its connection (and a place under the cap) forever.
+    let io = TokioIo::new(conn::Watched::new(tls, phase.clone(), limits.header_read_timeout));
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let (head, idle) = (limits.header_read_timeout, limits.idle_timeout);

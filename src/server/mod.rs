@@ -10,6 +10,7 @@
 //! [`Server::bind`] is the library entry point (tests start the real server on port 0 with
 //! it); [`run`] is the `longhorn-guard serve` edge: configuration, signals, exit status.
 
+pub mod body;
 pub mod cap;
 pub mod conn;
 mod listener;
@@ -58,8 +59,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, value_parser = clap::value_parser!(u64).range(1..), env = "LONGHORN_GUARD_MAX_BODY_BYTES")]
     pub max_body_bytes: u64,
     /// Time a client has to finish the TLS handshake, and to send a request's headers once it
-    /// started sending them (or after connecting). Default 5s: the API server sends at once;
-    /// this bounds slow clients holding connections.
+    /// started sending them (or after connecting), and the longest a response write may make
+    /// no progress. Default 5s: the API server sends and reads at once; this bounds slow
+    /// clients holding connections.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = positive_duration, env = "LONGHORN_GUARD_HEADER_READ_TIMEOUT")]
     pub header_read_timeout: Duration,
     /// How long a kept-alive connection may wait for its next request before it is closed.
@@ -186,6 +188,8 @@ pub(crate) struct AppState {
     /// Cleared just before the listener closes.
     pub(crate) accepting: Arc<AtomicBool>,
     pub(crate) tls: Arc<ReloadingCert>,
+    /// The memory every request body in flight shares ([`body`]).
+    pub(crate) bodies: body::BodyBudget,
 }
 
 /// A running server.
@@ -249,6 +253,7 @@ impl Server {
             shutting_down: Arc::new(AtomicBool::new(false)),
             accepting: Arc::new(AtomicBool::new(true)),
             tls: cert.clone(),
+            bodies: body::BodyBudget::new(config.limits.max_body_bytes),
         });
         let (shutting_down, accepting) = (state.shutting_down.clone(), state.accepting.clone());
         let (tx, rx) = watch::channel(false);

@@ -4,24 +4,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use futures::FutureExt as _;
-use http_body_util::BodyExt as _;
 
+use super::body::{read_body, BodyError};
 use super::AppState;
 use crate::admit::WebhookKind;
 use crate::clip::{clip_to, MAX_TEXT};
-
-/// The most a body past the limit is read (and discarded) so the client still sees the 413
-/// before the connection closes; a client sending more is cut off.
-const MAX_DRAIN_BYTES: u64 = 64 * 1024 * 1024;
-/// How long draining a body past the limit waits for its next piece before the 413 is sent.
-const DRAIN_PAUSE: Duration = Duration::from_secs(1);
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
@@ -80,7 +74,7 @@ async fn webhook(
     let _in_flight = app.metrics.in_flight();
     let deadline = request_deadline(app.limits.request_timeout, query.as_deref());
     let work = async {
-        let bytes = match read_body(&headers, body, app.limits.max_body_bytes).await {
+        let (bytes, budget) = match read_body(&headers, body, app.limits.max_body_bytes, &app.bodies).await {
             Ok(b) => b,
             Err(BodyError::TooLarge) => {
                 let msg = format!(
@@ -102,7 +96,7 @@ async fn webhook(
         // A panic while deciding answers this request 500 (the API server then applies the
         // webhook's failurePolicy); the connection and the server carry on.
         match std::panic::AssertUnwindSafe(decide).catch_unwind().await {
-            Ok(Ok(admitted)) => Ok(admitted),
+            Ok(Ok(admitted)) => Ok((admitted, budget)),
             Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
             Err(panic) => {
                 app.metrics.server.panics.fetch_add(1, Ordering::Relaxed);
@@ -123,7 +117,8 @@ async fn webhook(
         )),
     };
     match result {
-        Ok(admitted) => {
+        // The body's share of the budget is held until its parsed form is gone (end of arm).
+        Ok((admitted, _budget)) => {
             let req = &admitted.request;
             app.metrics.admission(
                 kind.as_str(),
@@ -148,52 +143,6 @@ async fn webhook(
             resp
         }
     }
-}
-
-enum BodyError {
-    TooLarge,
-    Read(String),
-}
-
-/// Reads the body up to `max` bytes. Past the limit the rest is read and dropped (up to
-/// [`MAX_DRAIN_BYTES`]) so the 413 reaches the client instead of a connection reset.
-async fn read_body(headers: &HeaderMap, mut body: Body, max: u64) -> Result<Bytes, BodyError> {
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let mut buf: Vec<u8> = Vec::with_capacity(declared.filter(|n| *n <= max).unwrap_or(0) as usize);
-    let mut total: u64 = 0;
-    let mut too_large = declared.is_some_and(|n| n > max);
-    loop {
-        // Once the answer is a 413, the rest is drained only while it keeps coming: a client
-        // that declared more than it sends gets the 413 now, not at the request deadline.
-        let next = if too_large {
-            match tokio::time::timeout(DRAIN_PAUSE, body.frame()).await {
-                Ok(next) => next,
-                Err(_) => break,
-            }
-        } else {
-            body.frame().await
-        };
-        let Some(frame) = next else { break };
-        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
-        let Ok(data) = frame.into_data() else { continue };
-        total += data.len() as u64;
-        if total > max {
-            too_large = true;
-            buf = Vec::new();
-        }
-        if too_large {
-            if total > MAX_DRAIN_BYTES {
-                break;
-            }
-            continue;
-        }
-        buf.extend_from_slice(&data);
-    }
-    if too_large {
-        return Err(BodyError::TooLarge);
-    }
-    Ok(Bytes::from(buf))
 }
 
 /// The per-request deadline: `--request-timeout`, or less when the API server's
@@ -289,6 +238,7 @@ fn text(code: StatusCode, msg: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http_body_util::BodyExt as _;
     use std::path::Path;
     use tower::ServiceExt as _;
 
@@ -318,6 +268,7 @@ mod tests {
             shutting_down: Default::default(),
             accepting: Default::default(),
             tls,
+            bodies: crate::server::body::BodyBudget::new(crate::server::Limits::default().max_body_bytes),
         };
         (Arc::new(app), dir)
     }

@@ -10,11 +10,12 @@
 //!
 //! Sharing keeps the fresh-data rule: a confirmation is joined only before it takes its slot,
 //! so every read it makes starts after each request it answers arrived. A request that arrives
-//! once the reads have started waits for the next confirmation of that node.
+//! once the reads have started waits for the next confirmation of that node. The reads get the
+//! time left until the latest deadline among the requests that share them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
@@ -28,7 +29,23 @@ type Run = BoxFuture<'static, ConfirmOutcome>;
 struct Pending {
     id: u64,
     run: WeakShared<Run>,
-    reading: Arc<AtomicBool>,
+    state: Arc<RunState>,
+}
+
+/// What the requests sharing a confirmation know of it.
+#[derive(Debug)]
+struct RunState {
+    /// The latest deadline among the requests that joined: the reads may take until then.
+    deadline: Mutex<Instant>,
+    /// When the reads started (set once the confirmation has its slot).
+    reading_since: OnceLock<Instant>,
+}
+
+impl RunState {
+    fn extend(&self, deadline: Instant) {
+        let mut d = lock(&self.deadline);
+        *d = (*d).max(deadline);
+    }
 }
 
 struct Queue {
@@ -53,54 +70,60 @@ pub fn queued(inner: Confirmer, at_once: usize) -> Confirmer {
         next_id: AtomicU64::new(0),
     });
     Arc::new(move |node: String, budget: Duration| {
-        let (run, reading) = queue.join_or_start(&node, budget);
+        let (run, state) = queue.join_or_start(&node, Instant::now() + budget);
         let at_once = queue.at_once;
         Box::pin(async move {
             match tokio::time::timeout(budget, run).await {
                 Ok(outcome) => outcome,
-                Err(_) if !reading.load(Ordering::SeqCst) => Err(format!(
-                    "the {at_once} confirmation{} allowed at once (--max-confirmations) stayed busy for all of {}ms",
-                    if at_once == 1 { "" } else { "s" },
-                    budget.as_millis()
-                )),
-                Err(_) => Err(format!("the API server did not answer within {}ms", budget.as_millis())),
+                Err(_) => Err(match state.reading_since.get() {
+                    None => format!(
+                        "the {at_once} confirmation{} allowed at once (--max-confirmations) stayed busy for all of {}ms",
+                        if at_once == 1 { "" } else { "s" },
+                        budget.as_millis()
+                    ),
+                    Some(since) => {
+                        format!("the API server did not answer within {}ms", since.elapsed().as_millis())
+                    }
+                }),
             }
         })
     })
 }
 
 impl Queue {
-    /// The pending confirmation of `node`, or a new one whose reads get what is left of
-    /// `budget` once it has a slot.
-    fn join_or_start(self: &Arc<Self>, node: &str, budget: Duration) -> (Shared<Run>, Arc<AtomicBool>) {
+    /// The pending confirmation of `node` (its reads may now run until `deadline`), or a new
+    /// one whose reads get the time left until the latest deadline of its requests.
+    fn join_or_start(self: &Arc<Self>, node: &str, deadline: Instant) -> (Shared<Run>, Arc<RunState>) {
         let mut pending = lock(&self.pending);
         if let Some(p) = pending.get(node) {
             if let Some(run) = p.run.upgrade() {
                 tracing::debug!(node, "joining the confirmation waiting for a slot");
-                return (run, p.reading.clone());
+                p.state.extend(deadline);
+                return (run, p.state.clone());
             }
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let reading = Arc::new(AtomicBool::new(false));
-        let queued_at = Instant::now();
-        let (queue, owned_node, flag) = (self.clone(), node.to_string(), reading.clone());
+        let state = Arc::new(RunState { deadline: Mutex::new(deadline), reading_since: OnceLock::new() });
+        let (queue, owned_node, shared) = (self.clone(), node.to_string(), state.clone());
         let run: Run = async move {
             let queued = crate::cluster::stats::global().queued();
             let slot = queue.slots.clone().acquire_owned().await;
             drop(queued);
+            // Under the pending lock: no request joins once the reads may have started.
             queue.started(&owned_node, id);
-            flag.store(true, Ordering::SeqCst);
+            let now = Instant::now();
+            let _ = shared.reading_since.set(now);
             let Ok(_slot) = slot else { return Err("the confirmation queue is closed".to_string()) };
-            let left = budget.saturating_sub(queued_at.elapsed());
+            let left = lock(&shared.deadline).saturating_duration_since(now);
             (queue.inner)(owned_node, left).await
         }
         .boxed();
         let run = run.shared();
         // A future that has not been polled cannot be complete: downgrade gives a handle.
         if let Some(weak) = run.downgrade() {
-            pending.insert(node.to_string(), Pending { id, run: weak, reading: reading.clone() });
+            pending.insert(node.to_string(), Pending { id, run: weak, state: state.clone() });
         }
-        (run, reading)
+        (run, state)
     }
 
     /// Confirmation `id` of `node` has its slot: from now on it is not joined.

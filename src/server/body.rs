@@ -1,0 +1,167 @@
+//! Reading a webhook request's body within `--max-body-bytes`, and the memory budget every
+//! body in flight shares.
+//!
+//! A decision parses its body into a JSON tree that can take about 20 times the body's size
+//! (an array of small numbers: 2 bytes of text, 32 of tree), so a few bodies near the limit
+//! at once could pass the Deployment's memory limit, and an OOM kill blocks every drain (the
+//! eviction webhook fails closed). Bodies therefore take a share of one budget of
+//! `--max-body-bytes`, counted in KiB as they arrive, and hold it until their answer is written:
+//! the API server's own bodies (an eviction is about 1 KiB, a pod tens of KiB) never wait for
+//! each other; a body near the limit waits for its turn within its request's deadline.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap};
+use http_body_util::BodyExt as _;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The most a body past the limit is read (and discarded) so the client still sees the 413
+/// before the connection closes; a client sending more is cut off.
+const MAX_DRAIN_BYTES: u64 = 64 * 1024 * 1024;
+/// How long draining a body past the limit waits for its next piece before the 413 is sent.
+const DRAIN_PAUSE: Duration = Duration::from_secs(1);
+
+/// The KiB of request bodies in flight at once.
+#[derive(Debug, Clone)]
+pub struct BodyBudget {
+    kib: Arc<Semaphore>,
+    total: u32,
+}
+
+impl BodyBudget {
+    /// A budget of `max_body_bytes` (at least 1 KiB): one body at the limit at a time.
+    pub fn new(max_body_bytes: u64) -> Self {
+        let total = u32::try_from(max_body_bytes.div_ceil(1024).max(1))
+            .unwrap_or(u32::MAX)
+            .min(u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX));
+        Self { kib: Arc::new(Semaphore::new(total as usize)), total }
+    }
+
+    /// KiB not held by any body now.
+    pub fn available_kib(&self) -> usize {
+        self.kib.available_permits()
+    }
+}
+
+/// A body's share of the budget; given back when dropped.
+#[derive(Debug)]
+pub struct BodyShare(Option<OwnedSemaphorePermit>);
+
+impl BodyShare {
+    /// Holds at least `bytes` worth of the budget, waiting for it when other bodies hold it.
+    async fn grow_to(&mut self, budget: &BodyBudget, bytes: u64) {
+        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).min(budget.total);
+        let held = self.0.as_ref().map_or(0, |p| p.num_permits() as u32);
+        if want <= held {
+            return;
+        }
+        // The semaphore is never closed.
+        if let Ok(more) = budget.kib.clone().acquire_many_owned(want - held).await {
+            match self.0.as_mut() {
+                Some(p) => p.merge(more),
+                None => self.0 = Some(more),
+            }
+        }
+    }
+}
+
+pub enum BodyError {
+    TooLarge,
+    Read(String),
+}
+
+/// Reads the body up to `max` bytes, taking its share of `budget` as it arrives. Past the
+/// limit the share is given back and the rest read and dropped (up to [`MAX_DRAIN_BYTES`]) so
+/// the 413 reaches the client instead of a connection reset.
+pub async fn read_body(
+    headers: &HeaderMap,
+    mut body: Body,
+    max: u64,
+    budget: &BodyBudget,
+) -> Result<(Bytes, BodyShare), BodyError> {
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let mut share = BodyShare(None);
+    let mut buf: Vec<u8> = Vec::new();
+    if let Some(n) = declared.filter(|n| *n <= max) {
+        share.grow_to(budget, n).await;
+        buf.reserve_exact(n as usize);
+    }
+    let mut total: u64 = 0;
+    let mut too_large = declared.is_some_and(|n| n > max);
+    loop {
+        // Once the answer is a 413, the rest is drained only while it keeps coming: a client
+        // that declared more than it sends gets the 413 now, not at the request deadline.
+        let next = if too_large {
+            match tokio::time::timeout(DRAIN_PAUSE, body.frame()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            }
+        } else {
+            body.frame().await
+        };
+        let Some(frame) = next else { break };
+        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        total += data.len() as u64;
+        if total > max && !too_large {
+            too_large = true;
+            buf = Vec::new();
+            share = BodyShare(None);
+        }
+        if too_large {
+            if total > MAX_DRAIN_BYTES {
+                break;
+            }
+            continue;
+        }
+        share.grow_to(budget, total).await;
+        buf.extend_from_slice(&data);
+    }
+    if too_large {
+        return Err(BodyError::TooLarge);
+    }
+    Ok((Bytes::from(buf), share))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(n: usize) -> (HeaderMap, Body) {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, n.to_string().parse().unwrap());
+        (h, Body::from(vec![b' '; n]))
+    }
+
+    #[tokio::test]
+    async fn bodies_share_one_budget_and_give_it_back() {
+        let budget = BodyBudget::new(8 * 1024);
+        let (h, b) = body(6 * 1024);
+        let (bytes, big) = read_body(&h, b, 8 * 1024, &budget).await.ok().unwrap();
+        assert_eq!((bytes.len(), budget.available_kib()), (6 * 1024, 2));
+        // Small bodies still fit beside it.
+        let (h, b) = body(1000);
+        let (_, small) = read_body(&h, b, 8 * 1024, &budget).await.ok().unwrap();
+        assert_eq!(budget.available_kib(), 1);
+        // A second large one waits until the first is answered.
+        let (h, b) = body(6 * 1024);
+        let waiting = tokio::spawn({
+            let budget = budget.clone();
+            async move { read_body(&h, b, 8 * 1024, &budget).await.ok().map(|(b, s)| (b.len(), s)) }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished());
+        drop(big);
+        let (n, _second) = waiting.await.unwrap().unwrap();
+        assert_eq!((n, budget.available_kib()), (6 * 1024, 1));
+        drop(small);
+        assert_eq!(budget.available_kib(), 2);
+        // A body past the limit holds nothing once it is refused.
+        let (h, b) = body(9 * 1024);
+        assert!(matches!(read_body(&h, b, 8 * 1024, &budget).await, Err(BodyError::TooLarge)));
+        assert_eq!(budget.available_kib(), 2);
+    }
+}
