@@ -7,7 +7,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use longhorn_guard::admit::{Admitter, WebhookKind};
+use longhorn_guard::admit::{Admitter, ConfirmOutcome, Confirmer, WebhookKind};
 use longhorn_guard::cluster::{confirm, SharedView};
 use longhorn_guard::policy::Policy;
 use support::apiserver::FakeApi;
@@ -62,15 +62,21 @@ async fn requests_for_a_node_share_a_confirmation_that_has_not_started_reading()
     assert!(fake.seen.max_in_flight() <= confirm::MAX_IN_FLIGHT);
 }
 
-#[tokio::test]
-async fn a_request_that_cannot_get_a_slot_in_time_is_told_why_and_leaves_no_slot_behind() {
+/// A queue of one slot over a stand-in that holds each answer 300 ms, its slot taken by a
+/// confirmation of the drained node that has started reading.
+async fn one_slot_taken() -> (FakeApi, Confirmer, tokio::task::JoinHandle<ConfirmOutcome>) {
     let items = fixture_items();
     let fake = FakeApi::start(items.clone(), Duration::from_millis(300)).await;
     let stale = SharedView::new(stale_watch_view(&items));
     let confirmer = confirm::queue::queued(confirm::confirmer(fake.client(), stale), 1);
-
     let reading = tokio::spawn(confirmer(DRAINED.to_string(), Duration::from_secs(10)));
     until_reads(&fake, 1).await;
+    (fake, confirmer, reading)
+}
+
+#[tokio::test]
+async fn a_request_that_cannot_get_a_slot_in_time_is_told_why_and_leaves_no_slot_behind() {
+    let (fake, confirmer, reading) = one_slot_taken().await;
     let waited = confirmer(DRAINED.to_string(), Duration::from_millis(150)).await;
     assert_eq!(
         waited.err().as_deref(),
@@ -88,13 +94,7 @@ async fn a_request_that_cannot_get_a_slot_in_time_is_told_why_and_leaves_no_slot
 
 #[tokio::test]
 async fn shared_reads_get_the_latest_deadline_of_the_requests_sharing_them() {
-    let items = fixture_items();
-    let fake = FakeApi::start(items.clone(), Duration::from_millis(300)).await;
-    let stale = SharedView::new(stale_watch_view(&items));
-    let confirmer = confirm::queue::queued(confirm::confirmer(fake.client(), stale), 1);
-
-    let reading = tokio::spawn(confirmer(DRAINED.to_string(), Duration::from_secs(10)));
-    until_reads(&fake, 1).await;
+    let (fake, confirmer, reading) = one_slot_taken().await;
     // A request with little time queues a confirmation; one with plenty joins it, then the
     // first gives up. The shared reads get the second one's time, not what is left of the first's.
     let short = tokio::spawn(confirmer(DRAINED.to_string(), Duration::from_millis(400)));
