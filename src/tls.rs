@@ -203,7 +203,8 @@ pub fn server_config_with(
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/1.x only (no h2): a client offering only `http/1.0` (curl --http1.0) is served too.
+    config.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     Ok(config)
 }
 

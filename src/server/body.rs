@@ -91,6 +91,15 @@ pub async fn read_body(
     }
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
+    // A client that waits for `100 Continue` before sending gets the 413 instead: polling the
+    // body would invite an upload that is only thrown away.
+    let expects_continue = headers
+        .get(header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    if too_large && expects_continue {
+        return Err(BodyError::TooLarge);
+    }
     loop {
         // Once the answer is a 413, the rest is drained only while it keeps coming: a client
         // that declared more than it sends gets the 413 now, not at the request deadline.
@@ -134,6 +143,23 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::CONTENT_LENGTH, n.to_string().parse().unwrap());
         (h, Body::from(vec![b' '; n]))
+    }
+
+    #[tokio::test]
+    async fn a_client_waiting_for_100_continue_is_refused_without_reading_its_body() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, "9000".parse().unwrap());
+        h.insert(header::EXPECT, "100-Continue".parse().unwrap());
+        // A body that notes being polled (which is what makes hyper send `100 Continue`).
+        let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = polled.clone();
+        let body = Body::from_stream(futures::stream::poll_fn(move |_| {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            std::task::Poll::<Option<Result<Bytes, std::io::Error>>>::Ready(None)
+        }));
+        let budget = BodyBudget::new(8 * 1024);
+        assert!(matches!(read_body(&h, body, 8 * 1024, &budget).await, Err(BodyError::TooLarge)));
+        assert!(!polled.load(std::sync::atomic::Ordering::SeqCst), "the body was read");
     }
 
     #[tokio::test]
