@@ -162,7 +162,11 @@ KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} 
 	--tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" --policy "$WORK/policy.yaml" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 until ready; do
-	if gone_pid "$SERVER_PID" || [ "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print (b - a > 600) }')" = 1 ]; then
+	if gone_pid "$SERVER_PID"; then
+		tail -n 20 "$WORK/server.log" | sed 's/^/    /'
+		die "longhorn-guard exited before it was ready (its log above)"
+	fi
+	if [ "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print (b - a > 600) }')" = 1 ]; then
 		tail -n 20 "$WORK/server.log" | sed 's/^/    /'
 		die "longhorn-guard did not become ready within 600s"
 	fi
