@@ -26,6 +26,17 @@ pub fn clip_to(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{}…[+{} bytes]", &s[..end], s.len() - end))
 }
 
+/// The text of a panic payload (`panic!` with a literal or a formatted message), for a log field.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-text panic payload".to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
 
 mod retry;
+pub mod supervise;
 
 use retry::Retry;
 pub use retry::{fault_of, retry_delay};
@@ -202,6 +203,12 @@ fn stream_for(client: &kube::Client, t: &Target, recheck_after: Duration) -> Kin
 /// Runs every watch until the task is dropped, applying events to `view`.
 pub async fn run(client: kube::Client, view: SharedView) {
     run_with(client, view, RECHECK_AFTER).await
+}
+
+/// [`run`], started again whenever it ends or panics ([`supervise`]): what `serve` runs.
+pub async fn run_supervised(client: kube::Client, view: SharedView) {
+    let watched = view.clone();
+    supervise::supervised(view, move || run(client.clone(), watched.clone()), Duration::from_secs(1)).await
 }
 
 /// [`run`] with another bound than [`RECHECK_AFTER`] for a quiet resumed watch (tests).

@@ -339,7 +339,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 )
             })?;
             let view = SharedView::new(ClusterView::new(Source::Watch));
-            let watches = tokio::spawn(crate::cluster::watch::run(client.clone(), view.clone()));
+            let watches = tokio::spawn(crate::cluster::watch::run_supervised(client.clone(), view.clone()));
             let confirmer = if policy.drain.reuse_current_kinds {
                 crate::cluster::confirm::confirmer_reusing(
                     client.clone(),

@@ -100,7 +100,7 @@ async fn webhook(
             Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
             Err(panic) => {
                 app.metrics.server.panics.fetch_add(1, Ordering::Relaxed);
-                let what = panic_message(panic.as_ref());
+                let what = crate::clip::panic_text(panic.as_ref());
                 tracing::error!(webhook = kind.as_str(), panic = %clip_to(&what, MAX_TEXT), "decision panicked; answering 500");
                 Err((
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -215,17 +215,6 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     }
     ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::exposition::CONTENT_TYPE))], body)
         .into_response()
-}
-
-/// The text of a panic payload (`panic!` with a literal or a formatted message).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-text panic payload".to_string()
-    }
 }
 
 fn text(code: StatusCode, msg: &str) -> Response {
