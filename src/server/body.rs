@@ -7,7 +7,9 @@
 //! eviction webhook fails closed). Bodies therefore take a share of one budget of
 //! `--max-body-bytes`, counted in KiB as they arrive, and hold it until their answer is written:
 //! the API server's own bodies (an eviction is about 1 KiB, a pod tens of KiB) never wait for
-//! each other; a body near the limit waits for its turn within its request's deadline.
+//! each other; a body near the limit waits for its turn within its request's deadline. Turns are
+//! first come, first served (tokio's semaphore is fair), so a small body that arrives behind a
+//! waiting large one waits until that one has its share: about as long as one large decision.
 
 use std::sync::Arc;
 use std::time::Duration;
