@@ -51,15 +51,24 @@ pub enum CheckCommand {
     Cluster(crate::check::cluster::ClusterArgs),
 }
 
-/// Installs logging, builds the runtime and runs the subcommand.
+/// Variables that stay an error when blank: unset, they would silently turn client
+/// authentication off or leave the server without its certificate source.
+const BLANK_IS_AN_ERROR: [&str; 4] = [
+    "LONGHORN_GUARD_CLIENT_CA",
+    "LONGHORN_GUARD_TLS_DIR",
+    "LONGHORN_GUARD_TLS_CERT",
+    "LONGHORN_GUARD_TLS_KEY",
+];
+
 /// Treats every `LONGHORN_GUARD_*` environment variable whose value is empty or blank as unset,
 /// so its flag's default applies: a manifest or chart that renders `value: ""` for an option it
-/// leaves unset must not become a usage error ("a value is required"). Call before parsing, while
-/// the process has one thread.
+/// leaves unset must not become a usage error ("a value is required"). The TLS and client-CA
+/// variables are kept ([`BLANK_IS_AN_ERROR`]). Call before parsing, while the process has one
+/// thread.
 pub fn unset_blank_env() {
     let blank: Vec<_> = std::env::vars_os()
         .filter(|(k, v)| {
-            k.to_str().is_some_and(|k| k.starts_with("LONGHORN_GUARD_"))
+            k.to_str().is_some_and(|k| k.starts_with("LONGHORN_GUARD_") && !BLANK_IS_AN_ERROR.contains(&k))
                 && v.to_str().is_some_and(|v| v.trim().is_empty())
         })
         .map(|(k, _)| k)
@@ -69,6 +78,7 @@ pub fn unset_blank_env() {
     }
 }
 
+/// Installs logging, builds the runtime and runs the subcommand.
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.log_format, &cli.log_level);
     let _ = rustls::crypto::ring::default_provider().install_default();

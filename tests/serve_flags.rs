@@ -28,3 +28,18 @@ fn zero_timeouts_intervals_and_body_limits_are_usage_errors() {
         assert!(err.contains(flag) && err.contains(why), "{flag} {value}: {err}");
     }
 }
+
+#[test]
+fn a_blank_client_ca_variable_is_still_an_error() {
+    // Unset, it would silently turn client authentication off.
+    let certs = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO, "--tls-dir"])
+        .arg(certs.path())
+        .env("LONGHORN_GUARD_CLIENT_CA", "")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--client-ca"), "{err}");
+}

@@ -4,12 +4,12 @@
 //! A decision parses its body into a JSON tree that can take about 20 times the body's size
 //! (an array of small numbers: 2 bytes of text, 32 of tree), so a few bodies near the limit
 //! at once could pass the Deployment's memory limit, and an OOM kill blocks every drain (the
-//! eviction webhook fails closed). Bodies therefore take a share of one budget of
-//! `--max-body-bytes`, counted in KiB as they arrive, and hold it until their answer is written:
-//! the API server's own bodies (an eviction is about 1 KiB, a pod tens of KiB) never wait for
-//! each other; a body near the limit waits for its turn within its request's deadline. Turns are
-//! first come, first served (tokio's semaphore is fair), so a small body that arrives behind a
-//! waiting large one waits until that one has its share: about as long as one large decision.
+//! eviction webhook fails closed). A body therefore takes a share of one budget of
+//! `--max-body-bytes` (in KiB) once it has arrived whole, and holds it until its answer is
+//! ready: the API server's own bodies (an eviction is about 1 KiB, a pod tens of KiB) never wait
+//! for each other; a body near the limit waits for its turn within its request's deadline.
+//! Turns are first come, first served (tokio's semaphore is fair), so a small body that arrives
+//! behind a waiting large one waits until that one has its share.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,23 +49,19 @@ impl BodyBudget {
 
 /// A body's share of the budget; given back when dropped.
 #[derive(Debug)]
-pub struct BodyShare(Option<OwnedSemaphorePermit>);
+pub struct BodyShare {
+    /// Held only to be given back on drop.
+    _permit: Option<OwnedSemaphorePermit>,
+}
 
 impl BodyShare {
-    /// Holds at least `bytes` worth of the budget, waiting for it when other bodies hold it.
-    async fn grow_to(&mut self, budget: &BodyBudget, bytes: u64) {
+    /// The share of a body of `bytes`, taken all at once when the whole body has arrived: a
+    /// body never holds part of the budget while it waits for more (two bodies could then
+    /// wait for each other), and a client that declares a body and sends nothing holds none.
+    async fn take(budget: &BodyBudget, bytes: u64) -> Self {
         let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).min(budget.total);
-        let held = self.0.as_ref().map_or(0, |p| p.num_permits() as u32);
-        if want <= held {
-            return;
-        }
         // The semaphore is never closed.
-        if let Ok(more) = budget.kib.clone().acquire_many_owned(want - held).await {
-            match self.0.as_mut() {
-                Some(p) => p.merge(more),
-                None => self.0 = Some(more),
-            }
-        }
+        Self { _permit: budget.kib.clone().acquire_many_owned(want).await.ok() }
     }
 }
 
@@ -74,9 +70,9 @@ pub enum BodyError {
     Read(String),
 }
 
-/// Reads the body up to `max` bytes, taking its share of `budget` as it arrives. Past the
-/// limit the share is given back and the rest read and dropped (up to [`MAX_DRAIN_BYTES`]) so
-/// the 413 reaches the client instead of a connection reset.
+/// Reads the body up to `max` bytes, then takes its share of `budget` ([`BodyShare::take`]).
+/// Past the limit the rest is read and dropped (up to [`MAX_DRAIN_BYTES`]) so the 413 reaches
+/// the client instead of a connection reset.
 pub async fn read_body(
     headers: &HeaderMap,
     mut body: Body,
@@ -85,12 +81,7 @@ pub async fn read_body(
 ) -> Result<(Bytes, BodyShare), BodyError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let mut share = BodyShare(None);
-    let mut buf: Vec<u8> = Vec::new();
-    if let Some(n) = declared.filter(|n| *n <= max) {
-        share.grow_to(budget, n).await;
-        buf.reserve_exact(n as usize);
-    }
+    let mut buf: Vec<u8> = Vec::with_capacity(declared.filter(|n| *n <= max).unwrap_or(0) as usize);
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
     // A client that waits for `100 Continue` before sending gets the 413 instead: polling the
@@ -120,7 +111,6 @@ pub async fn read_body(
         if total > max && !too_large {
             too_large = true;
             buf = Vec::new();
-            share = BodyShare(None);
         }
         if too_large {
             if total > MAX_DRAIN_BYTES {
@@ -128,18 +118,19 @@ pub async fn read_body(
             }
             continue;
         }
-        share.grow_to(budget, total).await;
         buf.extend_from_slice(&data);
     }
     if too_large {
         return Err(BodyError::TooLarge);
     }
+    let share = BodyShare::take(budget, total).await;
     Ok((Bytes::from(buf), share))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt as _;
 
     fn body(n: usize) -> (HeaderMap, Body) {
         let mut h = HeaderMap::new();
@@ -191,5 +182,34 @@ mod tests {
         let (h, b) = body(9 * 1024);
         assert!(matches!(read_body(&h, b, 8 * 1024, &budget).await, Err(BodyError::TooLarge)));
         assert_eq!(budget.available_kib(), 2);
+    }
+
+    #[tokio::test]
+    async fn bodies_still_arriving_hold_no_budget() {
+        // A body declared at the limit that never comes, and one sent in pieces that stops
+        // halfway: neither holds any of the budget, so a small body is answered at once
+        // (holding part of it while waiting for more would let two bodies wait for each other).
+        let budget = BodyBudget::new(8 * 1024);
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, (8 * 1024).to_string().parse().unwrap());
+        let never = Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>());
+        let stalled = tokio::spawn({
+            let budget = budget.clone();
+            async move { read_body(&h, never, 8 * 1024, &budget).await.is_ok() }
+        });
+        let first = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 5 * 1024]))]);
+        let halfway = Body::from_stream(first.chain(futures::stream::pending()));
+        let chunked = tokio::spawn({
+            let budget = budget.clone();
+            async move { read_body(&HeaderMap::new(), halfway, 8 * 1024, &budget).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(budget.available_kib(), 8);
+        let (h, b) = body(1000);
+        let small = tokio::time::timeout(Duration::from_secs(5), read_body(&h, b, 8 * 1024, &budget));
+        assert!(matches!(small.await, Ok(Ok(_))));
+        assert!(!stalled.is_finished() && !chunked.is_finished());
+        stalled.abort();
+        chunked.abort();
     }
 }

@@ -9,9 +9,9 @@
 //! when the response is ready; [`Phase::watchdog`] resolves when a limit is exceeded. The
 //! state and the time it was entered are one atomic word, so the watchdog never pairs a new
 //! state with an old time. [`Phase::evict`] asks the connection's task to close it (used at
-//! the connection cap, only for connections with no request under way). [`Watched`] also
-//! fails a write that has made no progress for its stall limit: a client that stops reading
-//! its responses would otherwise hold its connection (and a place under the cap) forever, as a
+//! the connection cap, only for connections with no request under way). [`WriteStall`], under
+//! TLS, fails a write that has made no progress for its limit: a client that stops reading its
+//! responses would otherwise hold its connection (and a place under the cap) forever, as a
 //! graceful close waits for the response to be written.
 
 use std::future::Future;
@@ -149,38 +149,15 @@ impl Phase {
     }
 }
 
-/// Connection IO that reports arriving bytes to its [`Phase`] and fails writes that stall.
+/// Connection IO that reports arriving bytes to its [`Phase`].
 pub struct Watched<T> {
     inner: T,
     phase: Arc<Phase>,
-    /// How long a write may make no progress before it fails.
-    write_stall: Duration,
-    /// Running while a write is blocked; reset by any progress.
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl<T> Watched<T> {
-    /// `inner`, reporting to `phase`; a write blocked for `write_stall` fails with `TimedOut`.
-    pub fn new(inner: T, phase: Arc<Phase>, write_stall: Duration) -> Self {
-        Self { inner, phase, write_stall, stalled: None }
-    }
-
-    /// `res` of a write-side call: progress resets the stall timer; a blocked call starts it,
-    /// and fails once it has run out.
-    fn track<R>(&mut self, cx: &mut Context<'_>, res: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
-        if res.is_ready() {
-            self.stalled = None;
-            return res;
-        }
-        let limit = self.write_stall;
-        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the client read nothing of the response for {}ms", limit.as_millis()),
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
+    pub fn new(inner: T, phase: Arc<Phase>) -> Self {
+        Self { inner, phase }
     }
 }
 
@@ -200,6 +177,78 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// The socket under TLS, failing writes that make no progress for a limit. It sits below TLS
+/// so that every byte the kernel accepts counts as progress (above it, TLS may report a flush
+/// as blocked while records still go out to a slow reader).
+pub struct WriteStall<T> {
+    inner: T,
+    /// How long a write may make no progress before it fails.
+    limit: Duration,
+    /// Running while a write is blocked; reset by any progress.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteStall<T> {
+    /// `inner`, whose writes fail with `TimedOut` once blocked for `limit`.
+    pub fn new(inner: T, limit: Duration) -> Self {
+        Self { inner, limit, stalled: None }
+    }
+
+    /// `res` of a write-side call: progress resets the stall timer; a blocked call starts it,
+    /// and fails once it has run out (the timer's waker and the socket's are both registered).
+    fn track<R>(&mut self, cx: &mut Context<'_>, res: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if res.is_ready() {
+            self.stalled = None;
+            return res;
+        }
+        let limit = self.limit;
+        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the client read nothing of the response for {}ms", limit.as_millis()),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for WriteStall<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for WriteStall<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         let res = Pin::new(&mut self.inner).poll_write(cx, data);
         self.track(cx, res)
@@ -237,7 +286,7 @@ mod tests {
     async fn a_write_the_client_never_reads_fails_after_the_stall_limit() {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
         let (ours, mut theirs) = tokio::io::duplex(64);
-        let mut w = Watched::new(ours, Phase::new(), Duration::from_secs(5));
+        let mut w = WriteStall::new(ours, Duration::from_secs(5));
         // Progress, however slow, keeps the write alive.
         let reader = tokio::spawn(async move {
             let mut buf = [0u8; 16];

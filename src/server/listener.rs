@@ -137,6 +137,9 @@ async fn connection(
 ) {
     let limits = &state.limits;
     let phase = slot.phase.clone();
+    // A client that reads nothing of what is sent to it for the header timeout (handshake or
+    // response) is cut off: it must not hold its connection, and a place under the cap, forever.
+    let tcp = conn::WriteStall::new(tcp, limits.header_read_timeout);
     let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp));
     let tls = tokio::select! {
         r = handshake => match r {
@@ -178,9 +181,7 @@ async fn connection(
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
-    // A client that reads nothing of a response for the header timeout is cut off: it must
-    // not hold its connection (and a place under the cap) forever.
-    let io = TokioIo::new(conn::Watched::new(tls, phase.clone(), limits.header_read_timeout));
+    let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let (head, idle) = (limits.header_read_timeout, limits.idle_timeout);
