@@ -108,3 +108,22 @@ async fn shared_reads_get_the_latest_deadline_of_the_requests_sharing_them() {
     assert!(reading.await.unwrap().is_ok());
     assert_eq!(fake.seen.requests().len(), 2 * READS);
 }
+
+#[tokio::test]
+async fn a_confirmation_that_panics_answers_each_request_with_a_reason() {
+    let boom: Confirmer = Arc::new(|_, _| Box::pin(async { panic!("a bug in a confirmation") }));
+    let confirmer = confirm::queue::queued(boom, 1);
+    let (a, b) = tokio::join!(
+        confirmer(DRAINED.to_string(), Duration::from_secs(5)),
+        confirmer(DRAINED.to_string(), Duration::from_secs(5))
+    );
+    for r in [a, b] {
+        assert_eq!(
+            r.err().as_deref(),
+            Some("the confirmation ended without an answer (it panicked; see standard error)")
+        );
+    }
+    // The slot came back: the next confirmation runs (and panics the same way).
+    let again = confirmer(DRAINED.to_string(), Duration::from_secs(5)).await;
+    assert!(again.unwrap_err().contains("ended without an answer"));
+}

@@ -15,21 +15,34 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 use crate::admit::{ConfirmOutcome, Confirmer};
 
-type Run = BoxFuture<'static, ConfirmOutcome>;
+/// One confirmation: its task, and its answer once there is one. The task runs on its own (a
+/// request that stops waiting does not stall the others) and is stopped when the last request
+/// waiting on it is gone: each holds the `Run`, the queue only a weak reference.
+struct Run {
+    _task: AbortOnDrop,
+    answer: watch::Receiver<Option<ConfirmOutcome>>,
+    state: Arc<RunState>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// A confirmation not yet reading, which later requests for its node may join.
 struct Pending {
     id: u64,
-    run: WeakShared<Run>,
-    state: Arc<RunState>,
+    run: Weak<Run>,
 }
 
 /// What the requests sharing a confirmation know of it.
@@ -52,8 +65,7 @@ struct Queue {
     inner: Confirmer,
     slots: Arc<Semaphore>,
     at_once: usize,
-    /// By node: the confirmation waiting for a slot. Weak: when every request waiting on it
-    /// gives up, it is dropped (leaving the semaphore's queue) and the entry is dead.
+    /// By node: the confirmation waiting for a slot.
     pending: Mutex<HashMap<String, Pending>>,
     next_id: AtomicU64,
 }
@@ -70,12 +82,18 @@ pub fn queued(inner: Confirmer, at_once: usize) -> Confirmer {
         next_id: AtomicU64::new(0),
     });
     Arc::new(move |node: String, budget: Duration| {
-        let (run, state) = queue.join_or_start(&node, Instant::now() + budget);
+        let run = queue.join_or_start(&node, Instant::now() + budget);
         let at_once = queue.at_once;
         Box::pin(async move {
-            match tokio::time::timeout(budget, run).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(match state.reading_since.get() {
+            let mut answer = run.answer.clone();
+            let waited = tokio::time::timeout(budget, answer.wait_for(Option::is_some))
+                .await
+                .map(|got| got.map(|outcome| outcome.clone()));
+            match waited {
+                Ok(Ok(outcome)) => outcome.unwrap_or_else(|| Err(ended())),
+                // The task ended without an answer (it panicked).
+                Ok(Err(_)) => Err(ended()),
+                Err(_) => Err(match run.state.reading_since.get() {
                     None => format!(
                         "the {at_once} confirmation{} allowed at once (--max-confirmations) stayed busy for all of {}ms",
                         if at_once == 1 { "" } else { "s" },
@@ -90,22 +108,25 @@ pub fn queued(inner: Confirmer, at_once: usize) -> Confirmer {
     })
 }
 
+fn ended() -> String {
+    "the confirmation ended without an answer (it panicked; see standard error)".to_string()
+}
+
 impl Queue {
     /// The pending confirmation of `node` (its reads may now run until `deadline`), or a new
     /// one whose reads get the time left until the latest deadline of its requests.
-    fn join_or_start(self: &Arc<Self>, node: &str, deadline: Instant) -> (Shared<Run>, Arc<RunState>) {
+    fn join_or_start(self: &Arc<Self>, node: &str, deadline: Instant) -> Arc<Run> {
         let mut pending = lock(&self.pending);
-        if let Some(p) = pending.get(node) {
-            if let Some(run) = p.run.upgrade() {
-                tracing::debug!(node, "joining the confirmation waiting for a slot");
-                p.state.extend(deadline);
-                return (run, p.state.clone());
-            }
+        if let Some(run) = pending.get(node).and_then(|p| p.run.upgrade()) {
+            tracing::debug!(node, "joining the confirmation waiting for a slot");
+            run.state.extend(deadline);
+            return run;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(RunState { deadline: Mutex::new(deadline), reading_since: OnceLock::new() });
+        let (tx, answer) = watch::channel(None);
         let (queue, owned_node, shared) = (self.clone(), node.to_string(), state.clone());
-        let run: Run = async move {
+        let task = tokio::spawn(async move {
             let queued = crate::cluster::stats::global().queued();
             let slot = queue.slots.clone().acquire_owned().await;
             drop(queued);
@@ -113,17 +134,18 @@ impl Queue {
             queue.started(&owned_node, id);
             let now = Instant::now();
             let _ = shared.reading_since.set(now);
-            let Ok(_slot) = slot else { return Err("the confirmation queue is closed".to_string()) };
-            let left = lock(&shared.deadline).saturating_duration_since(now);
-            (queue.inner)(owned_node, left).await
-        }
-        .boxed();
-        let run = run.shared();
-        // A future that has not been polled cannot be complete: downgrade gives a handle.
-        if let Some(weak) = run.downgrade() {
-            pending.insert(node.to_string(), Pending { id, run: weak, state: state.clone() });
-        }
-        (run, state)
+            let outcome = match slot {
+                Ok(_slot) => {
+                    let left = lock(&shared.deadline).saturating_duration_since(now);
+                    (queue.inner)(owned_node, left).await
+                }
+                Err(_) => Err("the confirmation queue is closed".to_string()),
+            };
+            let _ = tx.send(Some(outcome));
+        });
+        let run = Arc::new(Run { _task: AbortOnDrop(task), answer, state });
+        pending.insert(node.to_string(), Pending { id, run: Arc::downgrade(&run) });
+        run
     }
 
     /// Confirmation `id` of `node` has its slot: from now on it is not joined.
@@ -133,7 +155,7 @@ impl Queue {
             pending.remove(node);
         }
         // Entries whose every request gave up: nothing can join them.
-        pending.retain(|_, p| p.run.upgrade().is_some());
+        pending.retain(|_, p| p.run.strong_count() > 0);
     }
 }
 
