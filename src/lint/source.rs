@@ -29,6 +29,13 @@ pub struct Input {
     pub text: String,
 }
 
+impl Input {
+    /// The text without a leading byte-order mark.
+    fn text_without_bom(&self) -> &str {
+        self.text.strip_prefix('\u{feff}').unwrap_or(&self.text)
+    }
+}
+
 /// Expands `paths` into inputs: files as given (any extension), folders recursively
 /// (`*.yaml`, `*.yml`, `*.json`, in name order), `-` as stdin. A file named on the command line
 /// or stdin with no document at all (empty, blank, only comments and `---`) is an error: in CI it
@@ -74,7 +81,7 @@ pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>,
 
 /// Keeps an input named on the command line, or reports it as empty.
 fn named(input: Input, inputs: &mut Vec<Input>, errors: &mut Vec<InputError>) {
-    let text = input.text.strip_prefix('\u{feff}').unwrap_or(&input.text);
+    let text = input.text_without_bom();
     if text.lines().any(|l| is_content(l) && !is_separator(l)) {
         inputs.push(input);
     } else {
@@ -132,7 +139,7 @@ pub struct Document {
 /// Splits an input into documents. JSON text (starting with `{` or `[`) is one document;
 /// YAML is split at `---` lines, empty and comment-only documents (`helm template`) skipped.
 pub fn documents(input: &Input) -> Result<Vec<Document>, InputError> {
-    let text = input.text.strip_prefix('\u{feff}').unwrap_or(&input.text);
+    let text = input.text_without_bom();
     let lines: Vec<&str> = text.lines().collect();
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') || input.path.ends_with(".json") {

@@ -42,7 +42,8 @@ impl BodyBudget {
     }
 
     /// KiB not held by any body now.
-    pub fn available_kib(&self) -> usize {
+    #[cfg(test)]
+    fn available_kib(&self) -> usize {
         self.kib.available_permits()
     }
 }
