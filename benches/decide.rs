@@ -318,7 +318,7 @@ fn main() {
     // each kind with the confirmation's selectors, under the view's read lock.
     let node = node_name(0);
     let volumes = longhorn_guard::policy::drain::volumes_on_node(&view, &node);
-    let elsewhere = format!("{}!={node}", longhorn_guard::cluster::LONGHORN_NODE_LABEL);
+    let elsewhere = confirm::Selector::is_not(longhorn_guard::cluster::LONGHORN_NODE_LABEL, node.clone());
     let shared = SharedView::new(view);
     let cache = Cached::current(&shared, SystemTime::now(), std::time::Duration::from_secs(60));
     let max = confirm::MAX_SELECTOR_BYTES;

@@ -28,7 +28,7 @@ use super::{
 use crate::admit::Confirmer;
 use crate::policy::drain::{engines_reported_by, volume_of_engine_name, volumes_on_node};
 use reader::{Listed, Reader};
-pub use selectors::{encode_query_value, volume_selectors};
+pub use selectors::{encode_query_value, volume_selectors, Requirement, Selector};
 
 /// Requests one confirmation keeps in flight at most.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -119,9 +119,9 @@ pub async fn read_node_state_cached(
     let gate = Semaphore::new(MAX_IN_FLIGHT);
     let sent = AtomicU64::new(0);
     let reader = &Reader { client, gate: &gate, sent: &sent, cache };
-    let by_node = format!("{LONGHORN_NODE_LABEL}={node}");
-    let elsewhere = format!("{LONGHORN_NODE_LABEL}!={node}");
-    let ims_by_node = format!("{INSTANCE_MANAGER_NODE_LABEL}={node}");
+    let by_node = Selector::is(LONGHORN_NODE_LABEL, node);
+    let elsewhere = Selector::is_not(LONGHORN_NODE_LABEL, node);
+    let ims_by_node = Selector::is(INSTANCE_MANAGER_NODE_LABEL, node);
     let on_node = || format!("on node {node}");
 
     // The node's own reads ask for permits first (the semaphore is fair); the expected volumes'
@@ -151,7 +151,10 @@ pub async fn read_node_state_cached(
     };
     let whole = async {
         let reads = RESOURCES.iter().filter_map(|r| match r.confirm {
-            ConfirmRead::Whole(sel) => Some(reader.list(r.kind, sel, String::new())),
+            ConfirmRead::Whole(label) => {
+                let selector = label.map(|(key, value)| Selector::is(key, value));
+                Some(async move { reader.list(r.kind, selector.as_ref(), String::new()).await })
+            }
             _ => None,
         });
         let mut whole = try_join_all(reads).await?;
@@ -177,7 +180,7 @@ pub async fn read_node_state_cached(
 async fn read_volumes(
     reader: &Reader<'_>,
     volumes: &BTreeSet<String>,
-    elsewhere: &str,
+    elsewhere: &Selector,
     split_elsewhere: bool,
 ) -> Result<Vec<Listed>, ConfirmError> {
     let plain = volume_selectors(volumes, None, MAX_SELECTOR_BYTES);

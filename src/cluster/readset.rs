@@ -6,7 +6,7 @@
 //! analysis reads only the Settings in [`DRAIN_SETTINGS`], which is exactly what a confirmation
 //! reads, so a confirmed decision and a cached one see the same state.
 
-use super::{ObjectKind, LONGHORN_NAMESPACE};
+use super::{ObjectKind, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 
 /// Longhorn setting naming the storage network (`<ns>/<nad>` or empty).
 pub const STORAGE_NETWORK_SETTING: &str = "storage-network";
@@ -19,15 +19,15 @@ pub const CHECK_ONLY_KINDS: [&str; 3] = ["BackupTarget", "RecurringJob", "Snapsh
 /// Every Setting a drain decision reads; a confirmation reads exactly these.
 pub const DRAIN_SETTINGS: [&str; 2] = [STORAGE_NETWORK_SETTING, DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING];
 
-/// Label selector of instance-manager pods (`longhorn.io/component=instance-manager`).
-pub const INSTANCE_MANAGER_POD_SELECTOR: &str = "longhorn.io/component=instance-manager";
+/// The label of instance-manager pods (`longhorn.io/component=instance-manager`).
+pub const INSTANCE_MANAGER_POD_LABEL: (&str, &str) = (COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT);
 
 /// How a confirmation for node N reads one kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfirmRead {
-    /// The whole kind in one LIST, narrowed by this fixed label selector if any (small kinds:
-    /// a few objects per node).
-    Whole(Option<&'static str>),
+    /// The whole kind in one LIST, narrowed to objects with this label (key, value) if any
+    /// (small kinds: a few objects per node).
+    Whole(Option<(&'static str, &'static str)>),
     /// Objects labelled `longhornnode=N` (to find N's volumes), then, with the volume kinds,
     /// every object of those volumes (engines: they change node as volumes attach, so both
     /// reads may hold one, and the later read's copy is kept).
@@ -135,7 +135,7 @@ pub const RESOURCES: [Resource; 9] = [
         type_name: "Pod",
         plural: "pods",
         namespace: Some(LONGHORN_NAMESPACE),
-        confirm: ConfirmRead::Whole(Some(INSTANCE_MANAGER_POD_SELECTOR)),
+        confirm: ConfirmRead::Whole(Some(INSTANCE_MANAGER_POD_LABEL)),
     },
     Resource {
         kind: ObjectKind::StorageClass,
@@ -179,7 +179,7 @@ pub fn is_drain_setting(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_API_VERSION};
+    use crate::cluster::LONGHORN_API_VERSION;
 
     #[test]
     fn one_entry_per_kind_in_kind_order() {
@@ -209,7 +209,7 @@ mod tests {
             resource(ObjectKind::LonghornNode).list_path(),
             "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes"
         );
-        assert_eq!(INSTANCE_MANAGER_POD_SELECTOR, format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}"));
+        assert_eq!(INSTANCE_MANAGER_POD_LABEL, ("longhorn.io/component", "instance-manager"));
         assert!(is_drain_setting("default-instance-manager-image"));
         assert!(!is_drain_setting("default-replica-count"));
         assert!(!resource(ObjectKind::StorageClass).drain_reads());

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use super::cached::Cached;
-use super::selectors::encode_query_value;
+use super::selectors::{encode_query_value, Selector};
 use super::summary::{self, TABLE_ACCEPT};
 use super::{ConfirmError, MAX_ERROR_CHARS};
 use crate::cluster::readset;
@@ -90,7 +90,7 @@ impl Reader<'_> {
     pub async fn list(
         &self,
         kind: ObjectKind,
-        selector: Option<&str>,
+        selector: Option<&Selector>,
         what: String,
     ) -> Result<Listed, ConfirmError> {
         let what = match (what.is_empty(), selector) {
@@ -182,7 +182,7 @@ impl Reader<'_> {
     async fn fetch(
         &self,
         kind: ObjectKind,
-        selector: Option<&str>,
+        selector: Option<&Selector>,
         accept: Option<&str>,
         what: &str,
     ) -> Result<(u64, String), ConfirmError> {
@@ -190,7 +190,7 @@ impl Reader<'_> {
         let mut url = readset::resource(kind).list_path();
         let mut query = Vec::new();
         if let Some(sel) = selector {
-            query.push(format!("labelSelector={}", encode_query_value(sel)));
+            query.push(format!("labelSelector={}", encode_query_value(&sel.to_string())));
         }
         if accept.is_some() {
             query.push("includeObject=None".to_string());
