@@ -13,7 +13,7 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value = "text", env = "LONGHORN_GUARD_LOG_FORMAT")]
     pub log_format: LogFormat,
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `longhorn_guard=debug`.
-    #[arg(long, global = true, default_value = "info", env = "LONGHORN_GUARD_LOG")]
+    #[arg(long, global = true, default_value = "info", env = "LONGHORN_GUARD_LOG", value_parser = log_filter)]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,
@@ -63,19 +63,30 @@ const BLANK_IS_AN_ERROR: [&str; 4] = [
 /// Treats every `LONGHORN_GUARD_*` environment variable whose value is empty or blank as unset,
 /// so its flag's default applies: a manifest or chart that renders `value: ""` for an option it
 /// leaves unset must not become a usage error ("a value is required"). The TLS and client-CA
-/// variables are kept ([`BLANK_IS_AN_ERROR`]). Call before parsing, while the process has one
-/// thread.
+/// variables ([`BLANK_IS_AN_ERROR`]) are made empty instead, so a blank one is that usage error
+/// rather than a path of spaces. Call before parsing, while the process has one thread.
 pub fn unset_blank_env() {
     let blank: Vec<_> = std::env::vars_os()
         .filter(|(k, v)| {
-            k.to_str().is_some_and(|k| k.starts_with("LONGHORN_GUARD_") && !BLANK_IS_AN_ERROR.contains(&k))
+            k.to_str().is_some_and(|k| k.starts_with("LONGHORN_GUARD_"))
                 && v.to_str().is_some_and(|v| v.trim().is_empty())
         })
         .map(|(k, _)| k)
         .collect();
     for k in blank {
-        std::env::remove_var(k);
+        if k.to_str().is_some_and(|k| BLANK_IS_AN_ERROR.contains(&k)) {
+            std::env::set_var(k, "");
+        } else {
+            std::env::remove_var(k);
+        }
     }
+}
+
+/// A `--log-level` filter the logger accepts: a typo is a usage error, not silently `info`.
+fn log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("not a log filter (e.g. `info`, `longhorn_guard=debug`): {e}"))
 }
 
 /// Installs logging, builds the runtime and runs the subcommand.
@@ -104,6 +115,7 @@ pub fn run(cli: Cli) -> ExitCode {
 
 fn init_logging(format: LogFormat, filter: &str) {
     use tracing_subscriber::EnvFilter;
+    // Checked while parsing (`log_filter`).
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()

@@ -101,3 +101,22 @@ async fn kinds_that_are_not_current_are_read_from_the_api_server() {
     assert_eq!(got["response"]["allowed"], false, "{got}");
     assert!(read(&requests, "replicas"), "{requests:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_current_kind_with_labels_that_disagree_with_the_spec_is_asked_of_the_api_server() {
+    // A replica elsewhere whose node label is not its spec's: the view's index (by spec) holds
+    // it, the label filter would drop it unseen. The view does not answer; the API server's
+    // answer carries the same disagreement, and the confirmation refuses to decide.
+    let mut items =
+        state(&Layout { volumes: 4, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
+    let replica =
+        items.iter_mut().find(|o| o["kind"] == "Replica" && o["spec"]["nodeID"] == "node-1").unwrap();
+    replica["metadata"]["labels"]["longhornnode"] = serde_json::json!(DRAINED);
+    let body = eviction_of_drained(&items);
+    let (got, requests) =
+        confirm_over(view_with_current(&items, &[ObjectKind::Replica]), &items, &body).await;
+    assert_eq!(got["response"]["allowed"], false, "{got}");
+    let message = got["response"]["status"]["message"].as_str().unwrap();
+    assert!(message.contains("is labelled longhornnode=node-3 but its spec.nodeID is node-1"), "{message}");
+    assert!(read(&requests, "replicas"), "{requests:#?}");
+}

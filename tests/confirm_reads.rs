@@ -97,6 +97,58 @@ async fn old_and_new_instance_managers_side_by_side_are_read_whole_for_their_ima
 }
 
 #[tokio::test]
+async fn a_table_that_is_one_page_of_a_longer_one_is_not_taken_for_the_whole() {
+    // An upgrade on node-1 whose replicas still name the old instance manager, which stopped:
+    // the snapshot blocks. The Table comes back as one page (a continue token) without the old
+    // instance manager's row; taken whole, its absence would place node-1's replicas in the
+    // new, running one and allow.
+    let mut items =
+        upgrade(state(&Layout { volumes: 3, replica_nodes: &["node-1", DRAINED], failed_elsewhere: 0 }));
+    let old = im_of(&items, "node-1");
+    for r in items.iter_mut().filter(|o| o["kind"] == "Replica" && o["spec"]["nodeID"] == "node-1") {
+        r["status"]["instanceManagerName"] = serde_json::json!(old);
+    }
+    let fake = FakeApi::start_mangled(items.clone(), |_path, query, body| {
+        if query.contains("includeObject=None") {
+            body["metadata"]["continue"] = serde_json::json!("page-2");
+            // The old instance manager is the one stopped.
+            let rows = body["rows"].as_array_mut().unwrap();
+            rows.retain(|r| !r["cells"].as_array().unwrap().contains(&serde_json::json!("stopped")));
+        }
+    })
+    .await;
+    let requests = confirm_against(&fake, &items).await;
+    assert!(instance_manager_reads(&requests).contains(&"?"), "{requests:#?}");
+    let view = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap();
+    assert!(analyze_node(&view, DRAINED, &Policy::default(), SystemTime::now()).would_block());
+}
+
+#[tokio::test]
+async fn labels_that_disagree_with_the_spec_fail_the_confirmation() {
+    // The reads find objects by Longhorn's labels; the analysis places them by spec. A replica
+    // whose label says another node than its spec (a hand edit) shows the labels cannot be
+    // trusted, so nothing is decided from them.
+    for (label, value, want) in [
+        ("longhornnode", "node-2", "is labelled longhornnode=node-2 but its spec.nodeID is node-1"),
+        ("longhornvolume", "pvc-other", "is labelled longhornvolume=pvc-other but its spec.volumeName is"),
+    ] {
+        let mut items = three_replicas(4);
+        let replica =
+            items.iter_mut().find(|o| o["kind"] == "Replica" && o["spec"]["nodeID"] == "node-1").unwrap();
+        replica["metadata"]["labels"][label] = serde_json::json!(value);
+        // The volume label moved: the read of the node's volumes finds it only by the node read.
+        if label == "longhornvolume" {
+            replica["spec"]["nodeID"] = serde_json::json!(DRAINED);
+            replica["metadata"]["labels"]["longhornnode"] = serde_json::json!(DRAINED);
+        }
+        let fake = FakeApi::start(items.clone(), Duration::ZERO).await;
+        let err = confirm::read_node_state(&fake.client(), DRAINED).await.unwrap_err().to_string();
+        assert!(err.starts_with("cannot rely on the labels of replicas"), "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}
+
+#[tokio::test]
 async fn an_unlabelled_instance_manager_on_the_node_is_still_read_whole() {
     // node-3's instance manager lost its node label and reports an engine of a volume with no
     // replica or engine object on node-3: only its instance list puts that volume in the read.

@@ -30,16 +30,83 @@ fn zero_timeouts_intervals_and_body_limits_are_usage_errors() {
 }
 
 #[test]
-fn a_blank_client_ca_variable_is_still_an_error() {
-    // Unset, it would silently turn client authentication off.
+fn a_blank_client_ca_or_tls_variable_is_still_an_error() {
+    // Unset, the client-CA one would silently turn client authentication off; a path of spaces
+    // is not what anybody meant either.
     let certs = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO, "--tls-dir"])
-        .arg(certs.path())
-        .env("LONGHORN_GUARD_CLIENT_CA", "")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--client-ca"), "{err}");
+    for (var, flag) in [
+        ("LONGHORN_GUARD_CLIENT_CA", "--client-ca"),
+        ("LONGHORN_GUARD_TLS_DIR", "--tls-dir"),
+        ("LONGHORN_GUARD_TLS_CERT", "--tls-cert"),
+    ] {
+        for blank in ["", "  "] {
+            let mut cmd = Command::new(BIN);
+            cmd.args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO]);
+            if var != "LONGHORN_GUARD_TLS_DIR" {
+                cmd.arg("--tls-dir").arg(certs.path());
+            }
+            let out = cmd.env(var, blank).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{var}={blank:?}: {err}");
+            assert!(err.contains(flag), "{var}={blank:?}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_log_filter_the_logger_cannot_read_is_a_usage_error() {
+    for (how, filter) in [("flag", "=["), ("variable", "longhorn_guard=loud")] {
+        let mut cmd = Command::new(BIN);
+        match how {
+            "flag" => cmd.args(["--log-level", filter, "review", "--state", DEMO]),
+            _ => cmd.env("LONGHORN_GUARD_LOG", filter).args(["review", "--state", DEMO]),
+        };
+        let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{how} {filter}: {err}");
+        assert!(err.contains("--log-level") && err.contains("not a log filter"), "{how} {filter}: {err}");
+    }
+}
+
+/// `serve --state` reads its snapshot by the rules of `review` and `check drain`, whether or not
+/// it also runs the `check cluster` checks (`--check-interval`): a snapshot those refuse would
+/// otherwise serve allows from a view with volumes missing, or with none at all.
+#[test]
+fn serve_refuses_the_snapshots_review_refuses_with_or_without_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::fs::read_to_string(DEMO).unwrap();
+    let cases = [
+        ("bad-volume.yaml", demo.replacen("numberOfReplicas: 2", "numberOfReplicas: one", 1), "item"),
+        (
+            "recurring-job-only.yaml",
+            "apiVersion: longhorn.io/v1beta2\nkind: RecurringJob\nmetadata: {name: hourly, namespace: longhorn-system}\nspec: {task: snapshot, cron: '0 * * * *', retain: 2, concurrency: 1}\n".to_string(),
+            "holds no object longhorn-guard reads",
+        ),
+        (
+            "core-only.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata: {name: node-1}\n".to_string(),
+            "holds no Longhorn object",
+        ),
+    ];
+    for (name, text, why) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let review = Command::new(BIN).args(["review", "--state"]).arg(&path).output().unwrap();
+        let review_err = String::from_utf8_lossy(&review.stderr);
+        assert_eq!(review.status.code(), Some(2), "review {name}: {review_err}");
+        assert!(review_err.contains(why), "review {name}: {review_err}");
+        for interval in ["5m", "0s"] {
+            let out = Command::new(BIN)
+                .args(["serve", "--listen", "127.0.0.1:0", "--tls-dir"])
+                .arg(dir.path())
+                .arg("--state")
+                .arg(&path)
+                .args(["--check-interval", interval])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "serve {name} --check-interval {interval}: {err}");
+            assert!(err.contains("state: ") && err.contains(why), "serve {name} {interval}: {err}");
+        }
+    }
 }

@@ -9,6 +9,7 @@
 //! without `--state` uses the same reads.
 
 pub mod cached;
+mod labels;
 pub mod queue;
 mod reader;
 mod selectors;
@@ -52,6 +53,8 @@ pub enum ConfirmError {
     Request { what: String, message: String },
     #[error("the API server cannot give {what} in the form asked for (406 Not Acceptable)")]
     NotAcceptable { what: String },
+    #[error("cannot rely on the labels of {what}: {message} (Longhorn writes these labels from those fields, and the reads find objects by them)")]
+    Labels { what: String, message: String },
 }
 
 /// A [`Confirmer`] that reads from the API server through `client`, starting at once on the

@@ -49,14 +49,30 @@ pub fn check_contents(path: &Path, objects: &[Object]) -> Result<(), SnapshotErr
 
 /// Reads a snapshot file into a synced view whose source is that file.
 pub fn load(path: &Path) -> Result<ClusterView, SnapshotError> {
+    load_observing(path, |_| {})
+}
+
+/// [`load`], showing `observe` every item before it is read into the view (`serve --state`
+/// takes the `check cluster` inventory from the same pass). The view's rules are unchanged:
+/// an item the view cannot read fails the load.
+pub fn load_observing(path: &Path, observe: impl FnMut(&Value)) -> Result<ClusterView, SnapshotError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
-    parse(&text, path)
+    parse_observing(&text, path, observe)
 }
 
 /// Parses snapshot text (`path` only names the source in messages and the view).
 pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
+    parse_observing(text, path, |_| {})
+}
+
+fn parse_observing(
+    text: &str,
+    path: &Path,
+    mut observe: impl FnMut(&Value),
+) -> Result<ClusterView, SnapshotError> {
     let objects = items_of(text, Vec::new, |objects, label, item| {
+        observe(&item);
         if let Some(o) = to_object(item, &label)? {
             objects.push(o);
         }

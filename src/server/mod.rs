@@ -84,7 +84,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
     pub shutdown_grace: Duration,
     /// Most connections open at once. At the cap the longest-waiting idle connection is closed
-    /// to make room; when all are busy, new connections wait. Default 512 (about 12 MiB of
+    /// to make room; when all are busy, new connections wait. Default 512 (about 9 MiB of
     /// idle TLS connections, and inside a 1024 descriptor limit).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONNECTIONS")]
     pub max_connections: u32,
@@ -315,16 +315,21 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
     let policy = Arc::new(Policy::load(args.policy.as_deref()).map_err(|e| format!("policy: {e}"))?);
     let (admitter, watches) = match &args.state {
         Some(path) => {
-            // One load serves both: the checks' reader returns the same view the loader builds.
-            let (view, checks) = if args.check_interval.is_zero() {
-                (snapshot::load(path).map_err(|e| format!("state: {e}"))?, None)
-            } else {
-                let (inv, view) =
-                    crate::check::cluster::load_snapshot(path).map_err(|e| format!("state: {e}"))?;
+            // The view is read by the rules of `review` and `check drain` (an item it cannot read,
+            // or no Longhorn object, is refused); the checks' inventory comes from the same pass.
+            let mut inv = crate::check::cluster::Inventory::default();
+            let with_checks = !args.check_interval.is_zero();
+            let view = snapshot::load_observing(path, |item| {
+                if with_checks {
+                    inv.note(item.clone());
+                }
+            })
+            .map_err(|e| format!("state: {e}"))?;
+            let checks = with_checks.then(|| {
                 let checks = crate::check::cluster::metrics::SharedChecks::default();
                 crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
-                (view, Some(checks))
-            };
+                checks
+            });
             tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
             let mut admitter = Admitter::new(SharedView::new(view), policy.clone(), None);
             if let Some(checks) = checks {

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use super::super::meta::{Meta, KEPT_LABELS};
 use super::super::{readset, ClusterView, Kind, Object, ObjectKind, SharedView};
+use super::labels;
 use super::selectors::Selector;
 
 /// The watch view and the kinds it holds current for one confirmation.
@@ -33,8 +34,9 @@ impl Cached {
     }
 
     /// The objects a LIST of `kind` with `selector` would return, from the view; `None` when
-    /// the kind is not current or the selector names a label the view does not keep: then the
-    /// API server is asked.
+    /// the kind is not current, the selector names a label the view does not keep, or an object
+    /// the read concerns has labels that disagree with its spec ([`super::labels`]): then the
+    /// API server is asked (and the last refuses the confirmation).
     pub fn list(&self, kind: ObjectKind, selector: Option<&Selector>) -> Option<Vec<Object>> {
         let all = Selector::default();
         let selector = selector.unwrap_or(&all);
@@ -46,45 +48,75 @@ impl Cached {
         let keep =
             |m: &Meta| namespace.is_none_or(|ns| m.namespace.as_deref() == Some(ns)) && selector.matches(m);
         let view = self.view.read();
-        Some(match selector.volumes() {
-            Some(volumes) => by_volume(&view, kind, volumes, &keep),
+        let objects = match selector.volumes() {
+            Some(volumes) => by_volume(&view, kind, volumes, &keep)?,
             None => select(&view, kind, keep),
-        })
+        };
+        objects.iter().all(|o| labels::disagreement(o).is_none()).then_some(objects)
     }
 }
 
 /// The objects of `kind` of the named volumes that `keep` accepts, found through the view's
 /// per-volume indexes: a confirmation's per-volume read costs what it returns, not the size of
-/// the kind. The indexes key replicas and engines by `spec.volumeName`, the decision's own key;
-/// an object whose `longhornvolume` label names another volume than its spec is one no decision
-/// about these volumes reads, so leaving it out changes no answer.
+/// the kind. The indexes key replicas and engines by `spec.volumeName`, the decision's own key,
+/// and the selector reads labels: `None` when an object of these volumes has labels that
+/// disagree with its spec, which the label filter would otherwise drop unseen.
 fn by_volume(
     view: &ClusterView,
     kind: ObjectKind,
     volumes: &BTreeSet<String>,
     keep: &dyn Fn(&Meta) -> bool,
-) -> Vec<Object> {
+) -> Option<Vec<Object>> {
+    fn take<'a, T: Clone + 'a>(
+        out: &mut Vec<Object>,
+        found: impl Iterator<Item = &'a T>,
+        meta: fn(&T) -> &Meta,
+        disagreement: fn(&T) -> Option<String>,
+        keep: &dyn Fn(&Meta) -> bool,
+        wrap: fn(Box<T>) -> Object,
+    ) -> Option<()> {
+        for o in found {
+            if disagreement(o).is_some() {
+                return None;
+            }
+            if keep(meta(o)) {
+                out.push(wrap(Box::new(o.clone())));
+            }
+        }
+        Some(())
+    }
     let mut out = Vec::new();
     for v in volumes {
         match kind {
-            ObjectKind::Volume => out.extend(
-                view.volume(v).filter(|o| keep(&o.metadata)).map(|o| Object::Volume(Box::new(o.clone()))),
-            ),
-            ObjectKind::Replica => out.extend(
-                view.replicas_of_volume(v)
-                    .filter(|o| keep(&o.metadata))
-                    .map(|o| Object::Replica(Box::new(o.clone()))),
-            ),
-            ObjectKind::Engine => out.extend(
-                view.engines_of_volume(v)
-                    .filter(|o| keep(&o.metadata))
-                    .map(|o| Object::Engine(Box::new(o.clone()))),
-            ),
+            ObjectKind::Volume => take(
+                &mut out,
+                view.volume(v).into_iter(),
+                |o| &o.metadata,
+                labels::volume,
+                keep,
+                Object::Volume,
+            )?,
+            ObjectKind::Replica => take(
+                &mut out,
+                view.replicas_of_volume(v),
+                |o| &o.metadata,
+                labels::replica,
+                keep,
+                Object::Replica,
+            )?,
+            ObjectKind::Engine => take(
+                &mut out,
+                view.engines_of_volume(v),
+                |o| &o.metadata,
+                labels::engine,
+                keep,
+                Object::Engine,
+            )?,
             // Other kinds carry no volume label: scan them as for any selector.
-            _ => return select(view, kind, keep),
+            _ => return Some(select(view, kind, keep)),
         }
     }
-    out
+    Some(out)
 }
 
 /// Clones of the objects of `kind` whose metadata `keep` accepts.

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use tokio::sync::Semaphore;
 
 use super::cached::Cached;
+use super::labels;
 use super::selectors::{encode_query_value, Selector};
 use super::summary::{self, TABLE_ACCEPT};
 use super::{ConfirmError, MAX_ERROR_CHARS};
@@ -116,6 +117,9 @@ impl Reader<'_> {
             ObjectKind::InstanceManager => parse(&body, &want, Object::InstanceManager),
         }
         .map_err(|message| ConfirmError::Decode { what: what.clone(), message })?;
+        if let Some(message) = objects.iter().find_map(labels::disagreement) {
+            return Err(ConfirmError::Labels { what, message });
+        }
         Ok(Listed { sent, objects })
     }
 

@@ -24,6 +24,10 @@ const COLUMNS: [&str; 5] = ["Name", "Data Engine", "State", "Type", "Node"];
 pub enum SummaryError {
     #[error("the instance-manager table is not JSON of a Table: {0}")]
     Decode(String),
+    #[error("the answer is a {kind:?} of {api_version:?}, not a Table of \"meta.k8s.io/v1\"")]
+    NotATable { kind: String, api_version: String },
+    #[error("the instance-manager table is one page of a longer list (it has a continue token)")]
+    Partial,
     #[error("the instance-manager table has no {0:?} column")]
     MissingColumn(&'static str),
     #[error("row {row} of the instance-manager table has a {column:?} cell that is not text")]
@@ -34,10 +38,22 @@ pub enum SummaryError {
 
 #[derive(Deserialize)]
 struct Table {
+    #[serde(default)]
+    kind: String,
+    #[serde(rename = "apiVersion", default)]
+    api_version: String,
+    #[serde(default)]
+    metadata: TableMeta,
     #[serde(rename = "columnDefinitions", default)]
     columns: Vec<Column>,
     #[serde(default)]
     rows: Vec<Row>,
+}
+
+#[derive(Deserialize, Default)]
+struct TableMeta {
+    #[serde(rename = "continue", default)]
+    continue_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -52,9 +68,17 @@ struct Row {
 }
 
 /// Instance managers from a Table body: name, node, type, data engine and state set; image
-/// and instance lists empty.
+/// and instance lists empty. Only a whole `meta.k8s.io/v1` Table stands for every instance
+/// manager: one page of a longer one would leave some out, and a replica whose instance manager
+/// is missing is then placed by its node.
 pub fn parse(body: &str) -> Result<Vec<InstanceManager>, SummaryError> {
     let table: Table = serde_json::from_str(body).map_err(|e| SummaryError::Decode(e.to_string()))?;
+    if table.kind != "Table" || table.api_version != "meta.k8s.io/v1" {
+        return Err(SummaryError::NotATable { kind: table.kind, api_version: table.api_version });
+    }
+    if table.metadata.continue_token.is_some_and(|t| !t.is_empty()) {
+        return Err(SummaryError::Partial);
+    }
     let mut at = [0; COLUMNS.len()];
     for (i, name) in COLUMNS.iter().enumerate() {
         at[i] =
@@ -145,8 +169,30 @@ mod tests {
         assert_eq!(parse(&body).unwrap_err(), SummaryError::Cell { row: 0, column: "Name" });
         let body = table(&ALL, json!([{"cells": ["im-a", "v1", "running", "aio"]}]));
         assert_eq!(parse(&body).unwrap_err(), SummaryError::ShortRow { row: 0, cells: 4, columns: 6 });
-        assert!(matches!(parse("{\"items\": 1}"), Err(SummaryError::MissingColumn("Name"))));
         assert!(matches!(parse("not json"), Err(SummaryError::Decode(_))));
+    }
+
+    #[test]
+    fn only_a_whole_table_stands_for_every_instance_manager() {
+        let rows = json!([{"cells": ["im-a", "v1", "running", "aio", "n1", "1d"]}]);
+        let whole: Value = serde_json::from_str(&table(&ALL, rows)).unwrap();
+        assert_eq!(parse(&whole.to_string()).unwrap().len(), 1);
+        let mut paged = whole.clone();
+        paged["metadata"] = json!({"continue": "page-2", "resourceVersion": "5"});
+        assert_eq!(parse(&paged.to_string()).unwrap_err(), SummaryError::Partial);
+        // An empty token is the last page, which is the whole list.
+        paged["metadata"]["continue"] = json!("");
+        assert_eq!(parse(&paged.to_string()).unwrap().len(), 1);
+        for (kind, api_version) in
+            [("InstanceManagerList", "meta.k8s.io/v1"), ("Table", "meta.k8s.io/v1beta1"), ("", "")]
+        {
+            let mut other = whole.clone();
+            other["kind"] = json!(kind);
+            other["apiVersion"] = json!(api_version);
+            let want = SummaryError::NotATable { kind: kind.into(), api_version: api_version.into() };
+            assert_eq!(parse(&other.to_string()).unwrap_err(), want);
+        }
+        assert!(matches!(parse("{\"items\": 1}"), Err(SummaryError::NotATable { .. })));
     }
 
     #[test]
