@@ -322,6 +322,25 @@ fn a_foreign_volume_under_the_gates_volume_name_gets_no_patch() {
 }
 
 #[test]
+fn a_container_already_named_like_the_gate_gets_no_patch() {
+    // Names are unique across the pod's container lists: a second one would make the pod invalid.
+    for field in ["containers", "ephemeralContainers"] {
+        let mut req = request("pod-create-instance-manager-storage-network-mutating.json");
+        let spec = &mut req.object.as_mut().unwrap()["spec"];
+        let list = spec[field].as_array().cloned().unwrap_or_default();
+        let mut list = list;
+        list.push(json!({"name": GATE_CONTAINER, "image": "busybox"}));
+        spec[field] = Value::Array(list);
+        let d = decide(&req, &Policy::default());
+        assert!(d.allowed && d.patch.is_none(), "{field}: {d:?}");
+        assert_eq!(
+            d.warnings,
+            [format!("longhorn-guard: no init gate added: spec.{field} already has a container named {GATE_CONTAINER}")]
+        );
+    }
+}
+
+#[test]
 fn a_pod_create_without_an_object_is_never_blocked() {
     let mut req = request("pod-create-instance-manager-storage-network-mutating.json");
     req.object = None;

@@ -411,7 +411,7 @@ fn strict_local_and_namespace_minimums() {
     assert_warns(&decide(&in_ns("ci"), &p), &[]);
     assert_warns(
         &decide(&in_ns("prod"), &p),
-        &["longhorn-guard: volume scratch: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 4"],
+        &["longhorn-guard: volume scratch: numberOfReplicas=2 tolerates 1 node failure; namespace prod minimum is 4"],
     );
     assert_warns(
         &decide(&in_ns("other"), &p),
@@ -450,8 +450,17 @@ fn a_storage_class_count_is_read_as_longhorns_csi_driver_reads_it() {
         r.object.as_mut().unwrap()["parameters"]["numberOfReplicas"] = json!(v);
         r
     };
-    // "0" means the cluster default (3 in the snapshot): nothing to say.
-    assert_warns(&decide(&with("0"), &deny_policy()), &[]);
+    // "0" means the cluster default (3 in the snapshot): nothing to say. Atoi reads a sign and
+    // leading zeros, so these are 0 too.
+    for zero in ["0", "00", "-0", "+0"] {
+        assert_warns(&decide(&with(zero), &deny_policy()), &[]);
+    }
+    // ... and these are 2.
+    for two in ["02", "+2"] {
+        let d = decide(&with(two), &deny_policy());
+        assert!(!d.allowed, "{two}: {d:?}");
+        assert!(d.status.unwrap().message.contains("numberOfReplicas=2 tolerates 1 node failure"), "{two}");
+    }
     // Go's Atoi takes no spaces: every PVC of such a class would fail.
     assert_warns(
         &decide(&with(" 3"), &deny_policy()),
@@ -479,6 +488,59 @@ fn a_volume_naming_no_namespace_yet_is_not_denied_when_an_override_could_allow_i
     // No override could allow it: denied as before.
     let strict = Policy::parse("replicas:\n  action: deny\n  namespaceMinimums: {prod: 4}\n").unwrap();
     assert!(!decide(&req, &strict).allowed);
+}
+
+#[test]
+fn a_volume_never_names_its_storage_class_so_a_lower_class_minimum_keeps_it_a_warning() {
+    // The namespace is known, the StorageClass never is (it is on the PersistentVolume): a
+    // class override below the minimum might be the one that applies.
+    let req = volume_req(|o| {
+        o["metadata"]["name"] = json!("scratch");
+        o["spec"]["numberOfReplicas"] = json!(1);
+        o["status"] = json!({"kubernetesStatus": {"namespace": "default", "pvcName": "data"}});
+    });
+    let by_class =
+        Policy::parse("replicas:\n  action: deny\n  storageClassMinimums: {longhorn-scratch: 1}\n").unwrap();
+    assert_warns(
+        &decide(&req, &by_class),
+        &["longhorn-guard: volume scratch: numberOfReplicas=1; minimum 3 unless overridden"],
+    );
+    // A namespace override is named, and a class override below it still makes it uncertain.
+    let both = Policy::parse(
+        "replicas:\n  action: deny\n  namespaceMinimums: {default: 2}\n  storageClassMinimums: {longhorn-scratch: 1}\n",
+    )
+    .unwrap();
+    let d = decide(&req, &both);
+    assert!(d.allowed, "{d:?}");
+    // Class overrides at or above the minimum cannot allow it: denied, naming the source.
+    let high = Policy::parse(
+        "replicas:\n  action: deny\n  namespaceMinimums: {default: 2}\n  storageClassMinimums: {fast: 3}\n",
+    )
+    .unwrap();
+    let d = decide(&req, &high);
+    assert!(!d.allowed, "{d:?}");
+    assert_eq!(
+        d.status.unwrap().message,
+        "longhorn-guard: volume scratch: numberOfReplicas=1 has no redundancy; namespace default minimum is 2"
+    );
+}
+
+#[test]
+fn null_fields_read_as_unset_as_the_api_server_stores_them() {
+    let base = request("storageclass-create-longhorn-1-replica.json");
+    for provisioner in ["driver.longhorn.io", "rancher.io/local-path"] {
+        let mut r = base.clone();
+        let o = r.object.as_mut().unwrap();
+        o["provisioner"] = json!(provisioner);
+        o["parameters"] = Value::Null;
+        // No parameters: the cluster default (3 in the snapshot) applies; nothing to say.
+        assert_warns(&decide(&r, &deny_policy()), &[]);
+    }
+    let vol = volume_req(|o| {
+        o["spec"]["dataLocality"] = Value::Null;
+        o["status"] = Value::Null;
+    });
+    assert!(decide(&vol, &Policy::default()).allowed);
 }
 
 #[test]

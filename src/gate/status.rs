@@ -94,7 +94,8 @@ pub fn parse_networks(
         }
     };
     let mut out = Vec::new();
-    if text.starts_with('[') {
+    // Multus reads the value as JSON when it holds any of `[{"` (and then only a list parses).
+    if text.contains(['[', '{', '"']) {
         let elements: Vec<SelectionElement> =
             serde_json::from_str(text).map_err(|e| NetworksError::Json(e.to_string()))?;
         for (index, el) in elements.into_iter().enumerate() {
@@ -133,8 +134,15 @@ pub fn parse_networks(
     Ok(out)
 }
 
+/// A namespace or NetworkAttachmentDefinition name: a Kubernetes object name (lower-case
+/// alphanumerics, `-` and `.`, alphanumeric at both ends, at most 253 bytes).
 fn valid_name_part(s: &str) -> bool {
-    !s.is_empty() && !s.contains(['/', '@', ',']) && !s.chars().any(char::is_whitespace)
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 253
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
 fn check_interface(iface: Option<&str>) -> Result<(), NetworksError> {
@@ -299,7 +307,9 @@ impl fmt::Display for Missing {
                 write!(f, "annotation {key} is not a JSON list of network statuses: {error}")
             }
             Self::NotListed { network, key, listed } => {
-                let listed = if listed.is_empty() { "none".to_string() } else { listed.join(", ") };
+                // An entry without a name shows as `""`, not as nothing.
+                let shown: Vec<&str> = listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect();
+                let listed = if shown.is_empty() { "none".to_string() } else { shown.join(", ") };
                 write!(f, "network {network} is not listed in annotation {key} (listed: {listed})")
             }
             Self::NoIp { network, key } => write!(f, "network {network} is listed in annotation {key} with no IP"),
@@ -327,8 +337,12 @@ pub fn check(
             None => return Err(Missing::AnnotationAbsent),
         },
     };
-    let statuses: Vec<NetworkStatus> = serde_json::from_str(raw)
-        .map_err(|e| Missing::Malformed { key, error: crate::decision::clip(&e.to_string(), 100) })?;
+    // A `null` element decodes, in Go, to an entry with no name: it matches nothing.
+    let statuses: Vec<NetworkStatus> = serde_json::from_str::<Vec<Option<NetworkStatus>>>(raw)
+        .map_err(|e| Missing::Malformed { key, error: crate::decision::clip(&e.to_string(), 100) })?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut found = Vec::with_capacity(expected.len());
     for want in expected {
         let network = want.full_name();
@@ -378,8 +392,18 @@ pub fn timeout_message(networks: &[ExpectedNetwork], waited: Duration, missing: 
          pod IP for this node's replicas and rebuilds towards this node stall at 0%. Failing the pod; Longhorn \
          recreates it, and the new pod gets the network once Multus is ready on this node.",
         format_networks(networks),
-        humantime::format_duration(Duration::from_secs(waited.as_secs().max(1))),
+        humantime::format_duration(shown_wait(waited)),
     )
+}
+
+/// `waited` as the message shows it: whole seconds, or milliseconds under a second (a
+/// `gate.timeout` of `500ms` reads as such).
+fn shown_wait(waited: Duration) -> Duration {
+    if waited < Duration::from_secs(1) {
+        Duration::from_millis((waited.as_millis() as u64).max(1))
+    } else {
+        Duration::from_secs(waited.as_secs())
+    }
 }
 
 #[cfg(test)]
@@ -442,7 +466,13 @@ mod tests {
     fn bad_networks_are_errors() {
         for (v, want) in [
             ("[{\"name\": ", "not a JSON list"),
-            ("{\"name\": \"x\"}", "is not of the form"),
+            // Multus reads any value with `[`, `{` or `"` as JSON, and only a list parses.
+            ("{\"name\": \"x\"}", "not a JSON list"),
+            ("storage-net\"", "not a JSON list"),
+            ("[{\"namespace\": \"[x\", \"name\": \"y\"}]", "is not of the form"),
+            ("[{\"name\": \"Storage_Net\"}]", "is not of the form"),
+            ("kube-system/Storage-Net", "is not of the form"),
+            ("-a/b", "is not of the form"),
             ("[{\"namespace\": \"a\"}]", "entry 0 has no name"),
             ("a/b/c", "is not of the form"),
             ("a/b@x@y", "is not of the form"),
@@ -509,6 +539,12 @@ mod tests {
         assert_eq!(missing, Missing::AnnotationAbsent);
         let msg = timeout_message(&want, Duration::from_secs(60), &missing);
         assert!(msg.starts_with("storage network harvester-system/storagenetwork-svrwv@lhnet1 not ready after 1m: annotation k8s.v1.cni.cncf.io/network-status is absent"), "{msg}");
+        // Whole seconds, or milliseconds under a second (`gate.timeout: 500ms`).
+        for (waited, shown) in [(Duration::from_millis(500), "500ms"), (Duration::from_millis(60_400), "1m")]
+        {
+            let msg = timeout_message(&want, waited, &missing);
+            assert!(msg.contains(&format!("not ready after {shown}:")), "{msg}");
+        }
         assert!(msg.contains("Longhorn uses the pod IP") && msg.contains("stall at 0%"), "{msg}");
     }
 
@@ -551,6 +587,22 @@ mod tests {
         );
         let m = check(&want, &ann, &|_| true).unwrap_err();
         assert_eq!(m.to_string(), "network kube-system/storage-net is not listed in annotation k8s.v1.cni.cncf.io/network-status (listed: k8s-pod-network, kube-system/other)");
+
+        // A null element decodes (as in Go) to an entry with no name, shown as `""`.
+        ann.insert(
+            NETWORK_STATUS_ANNOTATION.to_string(),
+            status(serde_json::json!([null, entry("", serde_json::json!(["1.2.3.4"]))])),
+        );
+        let m = check(&want, &ann, &|_| true).unwrap_err();
+        assert!(m.to_string().ends_with(r#"(listed: "")"#), "{m}");
+        ann.insert(
+            NETWORK_STATUS_ANNOTATION.to_string(),
+            status(serde_json::json!([
+                null,
+                entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))
+            ])),
+        );
+        assert_eq!(check(&want, &ann, &|_| true).unwrap()[0].ip, "1.2.3.4");
 
         // Listed by its bare name only: not what Longhorn compares.
         ann.insert(

@@ -86,6 +86,15 @@ pub fn mutate_pod(
     if has_named(init, GATE_CONTAINER) {
         return Ok(Decision::allow());
     }
+    // Container names are unique across the pod's lists: a second one would make the pod
+    // invalid, and its creation fail.
+    if let Some(field) =
+        ["containers", "ephemeralContainers"].into_iter().find(|f| has_named(&spec[*f], GATE_CONTAINER))
+    {
+        return Ok(Decision::allow().rule("init-gate").with_warning(format!(
+            "longhorn-guard: no init gate added: spec.{field} already has a container named {GATE_CONTAINER}"
+        )));
+    }
 
     let mut mounts = vec![json!({ "name": PODINFO_VOLUME, "mountPath": PODINFO_DIR, "readOnly": true })];
     if let Some(sa) = service_account_mount(spec) {

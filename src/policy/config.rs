@@ -32,6 +32,28 @@ pub struct Policy {
     pub gate: GatePolicy,
 }
 
+/// A minimums map: empty when written with no entries (null), each count in Longhorn's range
+/// (a negative or fractional one is refused with the range rather than as "invalid u32").
+fn minimums<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<BTreeMap<String, u32>, D::Error> {
+    let raw: BTreeMap<String, i64> = or_default(d)?;
+    raw.into_iter()
+        .map(|(k, n)| match u32::try_from(n) {
+            Ok(n) => Ok((k, n)),
+            Err(_) => Err(serde::de::Error::custom(format!(
+                "{key}.{k} must be 1..20 (Longhorn's replica range), got {n}"
+            ))),
+        })
+        .collect()
+}
+
+fn namespace_minimums<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u32>, D::Error> {
+    minimums(d, "replicas.namespaceMinimums")
+}
+
+fn storage_class_minimums<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u32>, D::Error> {
+    minimums(d, "replicas.storageClassMinimums")
+}
+
 /// A section written with no keys (`drain:` alone, or all its keys commented out) reads as
 /// null: it means the defaults, as an absent one does.
 fn or_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
@@ -113,8 +135,10 @@ pub struct ReplicaPolicy {
     pub action: ReplicaAction,
     /// Per-namespace minimum for Volumes, by their PVC namespace (`status.kubernetesStatus`)
     /// [none].
+    #[serde(deserialize_with = "namespace_minimums")]
     pub namespace_minimums: BTreeMap<String, u32>,
     /// Per-StorageClass minimum, by StorageClass name [none].
+    #[serde(deserialize_with = "storage_class_minimums")]
     pub storage_class_minimums: BTreeMap<String, u32>,
 }
 
@@ -427,6 +451,13 @@ replicas: {}
     }
 
     #[test]
+    fn a_minimums_map_with_every_entry_commented_out_means_none() {
+        let p = Policy::parse("replicas:\n  namespaceMinimums:\n  #  prod: 3\n  storageClassMinimums:\n")
+            .unwrap();
+        assert!(p.replicas.namespace_minimums.is_empty() && p.replicas.storage_class_minimums.is_empty());
+    }
+
+    #[test]
     fn unknown_fields_and_bad_values_are_errors() {
         for (text, want) in [
             ("drain:\n  acton: warn\n", "unknown field"),
@@ -440,6 +471,11 @@ replicas: {}
             ("drain:\n  maxViewAge: 61s\n", "drain.maxViewAge must be at most 60s, got 1m1s"),
             ("drain:\n  stallAfter: 8d\n", "drain.stallAfter must be at most 7d, got 8d"),
             ("drain:\n  stallAfter: 8d1h\n", "drain.stallAfter must be at most 7d, got 8d1h"),
+            (
+                "replicas:\n  storageClassMinimums: {x: -1}\n",
+                "replicas.storageClassMinimums.x must be 1..20 (Longhorn's replica range), got -1",
+            ),
+            ("replicas:\n  namespaceMinimums: {prod: 0}\n", "replicas.namespaceMinimums.prod must be 1..20"),
         ] {
             let err = Policy::parse(text).unwrap_err();
             assert!(err.contains(want), "{text:?}: {err}");

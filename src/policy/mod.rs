@@ -69,10 +69,40 @@ pub fn old_object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleErro
     req.old_object.as_ref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "oldObject" })
 }
 
-/// Parses `value` (the request's object or oldObject) into a typed object.
+/// Parses `value` (the request's object or oldObject) into a typed object. A field set to
+/// `null` counts as unset, as the API server stores it (a manifest's `parameters:` with every
+/// entry templated away reads as no parameters, not as a malformed object).
 pub fn typed<T: serde::de::DeserializeOwned>(
     field: &'static str,
     value: &serde_json::Value,
 ) -> Result<T, RuleError> {
-    T::deserialize(value).map_err(|e| RuleError::Malformed { field, message: e.to_string() })
+    let malformed = |e: serde_json::Error| RuleError::Malformed { field, message: e.to_string() };
+    if has_null_field(value) {
+        T::deserialize(without_null_fields(value)).map_err(malformed)
+    } else {
+        T::deserialize(value).map_err(malformed)
+    }
+}
+
+/// True when some object inside `v` has a field whose value is `null`.
+fn has_null_field(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Object(m) => m.values().any(|x| x.is_null() || has_null_field(x)),
+        serde_json::Value::Array(a) => a.iter().any(has_null_field),
+        _ => false,
+    }
+}
+
+/// `v` without its `null` fields, at every depth.
+fn without_null_fields(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.iter()
+                .filter(|(_, x)| !x.is_null())
+                .map(|(k, x)| (k.clone(), without_null_fields(x)))
+                .collect(),
+        ),
+        serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(without_null_fields).collect()),
+        other => other.clone(),
+    }
 }

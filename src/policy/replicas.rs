@@ -93,19 +93,47 @@ fn decide(findings: Vec<Finding>, policy: &Policy) -> Decision {
     d.rule("replicas")
 }
 
-/// The minimum for a Volume, and whether it is certain: its PVC namespace's override, else
-/// `replicas.minimum`. A Volume that Longhorn's CSI driver creates names no namespace (nor
-/// StorageClass) until Longhorn fills in its status; while an override could then allow its
-/// count, the minimum is not certain and a count below it is warned about, not denied (the
+/// The minimum for a Volume: its PVC namespace's override, else `replicas.minimum`.
+struct VolumeMinimum {
+    value: i64,
+    /// Where it comes from, as messages name it: `policy minimum`, `namespace prod minimum`.
+    source: String,
+    /// Why an override this Volume does not show might allow a lower count (then a count
+    /// below the minimum is warned about, not denied); `None` when none can.
+    uncertain: Option<&'static str>,
+}
+
+/// A Volume that Longhorn's CSI driver creates names no namespace until Longhorn fills in its
+/// status, and never names its StorageClass (that is on its PersistentVolume): while an
+/// override it cannot show could allow its count, the minimum is not certain (the
 /// StorageClass was checked against its own minimum when it was created).
-fn volume_minimum(policy: &Policy, volume: &Volume) -> (u32, bool) {
+fn volume_minimum(policy: &Policy, volume: &Volume) -> VolumeMinimum {
     let r = &policy.replicas;
     let ns = volume.status.kubernetes_status.namespace.as_str();
-    if !ns.is_empty() {
-        return (r.namespace_minimums.get(ns).copied().unwrap_or(r.minimum), true);
+    fn below<'a>(min: u32, mut overrides: impl Iterator<Item = &'a u32>) -> bool {
+        overrides.any(|&l| l < min)
     }
-    let lowest = r.namespace_minimums.values().chain(r.storage_class_minimums.values()).copied().min();
-    (r.minimum, lowest.is_none_or(|l| l >= r.minimum))
+    let (value, source, uncertain) = match (ns, r.namespace_minimums.get(ns)) {
+        ("", _) => {
+            let all = r.namespace_minimums.values().chain(r.storage_class_minimums.values());
+            (
+                r.minimum,
+                "policy minimum".to_string(),
+                below(r.minimum, all).then_some("namespace not known yet"),
+            )
+        }
+        (ns, Some(&m)) => {
+            let why =
+                below(m, r.storage_class_minimums.values()).then_some("its StorageClass is not known here");
+            (m, format!("namespace {ns} minimum"), why)
+        }
+        (_, None) => {
+            let why = below(r.minimum, r.storage_class_minimums.values())
+                .then_some("its StorageClass is not known here");
+            (r.minimum, "policy minimum".to_string(), why)
+        }
+    };
+    VolumeMinimum { value: i64::from(value), source, uncertain }
 }
 
 /// The minimum for a StorageClass: its override by name, else `replicas.minimum`.
@@ -221,8 +249,8 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
     let obj = object(req)?;
     let vol: Volume = typed("object", obj)?;
     let name = object_name(req, obj).to_string();
-    let (min, certain) = volume_minimum(policy, &vol);
-    let min = i64::from(min);
+    let minimum = volume_minimum(policy, &vol);
+    let (min, source) = (minimum.value, &minimum.source);
     let engine = if vol.spec.data_engine.is_empty() { "v1" } else { vol.spec.data_engine.as_str() };
     let set = vol.spec.number_of_replicas;
     let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
@@ -235,7 +263,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             Ok(Some(n)) => {
                 if n < min {
                     say(
-                        format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}"),
+                        format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT} {engine}={n}; {source} is {min}"),
                         format!("numberOfReplicas=0 means {engine}={n}; minimum {min}"),
                         false,
                         "spec.numberOfReplicas",
@@ -262,23 +290,23 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
         );
         None
     } else {
-        if set < min && certain {
-            say(
-                format!("numberOfReplicas={set} {}; policy minimum is {min}", tolerates(set)),
+        match minimum.uncertain {
+            _ if set >= min => {}
+            None => say(
+                format!("numberOfReplicas={set} {}; {source} is {min}", tolerates(set)),
                 format!("numberOfReplicas={set} {}; minimum {min}", tolerates(set)),
                 lowered,
                 "spec.numberOfReplicas",
-            );
-        } else if set < min {
-            say(
+            ),
+            Some(why) => say(
                 format!(
-                    "numberOfReplicas={set} {}; policy minimum is {min} unless an override applies (namespace not known yet)",
+                    "numberOfReplicas={set} {}; {source} is {min} unless an override applies ({why})",
                     tolerates(set)
                 ),
                 format!("numberOfReplicas={set}; minimum {min} unless overridden"),
                 false,
                 "spec.numberOfReplicas",
-            );
+            ),
         }
         Some(set)
     };
@@ -314,16 +342,19 @@ pub fn storage_class(
     policy: &Policy,
 ) -> Result<Decision, RuleError> {
     let obj = object(req)?;
-    let sc: StorageClass = typed("object", obj)?;
-    if sc.provisioner != LONGHORN_PROVISIONER {
+    // Another provisioner's parameters are its own business.
+    if obj.get("provisioner").and_then(Value::as_str) != Some(LONGHORN_PROVISIONER) {
         return Ok(Decision::allow().rule("replicas"));
     }
+    let sc: StorageClass = typed("object", obj)?;
     let name = object_name(req, obj).to_string();
     let min = i64::from(storage_class_minimum(policy, &name));
     let field = "parameters.numberOfReplicas";
     let mut findings = Vec::new();
-    // As Longhorn's CSI driver reads it (Go's strconv.Atoi: no spaces); 0 means the default.
-    match sc.parameters.get("numberOfReplicas").map(String::as_str).filter(|raw| *raw != "0") {
+    // As Longhorn's CSI driver reads it (Go's strconv.Atoi: no spaces, a sign and leading
+    // zeros allowed); 0 (`"0"`, `"00"`, `"-0"`) means the default.
+    match sc.parameters.get("numberOfReplicas").map(String::as_str).filter(|raw| raw.parse::<i64>() != Ok(0))
+    {
         Some(raw) => match raw.parse::<i64>() {
             Ok(n) if LONGHORN_RANGE.contains(&n) => {
                 if n < min {
