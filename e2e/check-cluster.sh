@@ -87,7 +87,7 @@ check_cluster_checks() {
 	check "recurring-jobs: backup-nightly keeps nothing" has "$(cc_line warning recurringjob/backup-nightly \
 		"backup-nightly (backup) has retain 0: it keeps nothing it makes")"
 	check "recurring-jobs: vol-detached names a job that does not exist" has "$(cc_line warning volumes \
-		"1 volume in no recurring job or job group: vol-detached")"
+		"1 volume in no recurring snapshot or backup job: vol-detached")"
 	check "snapshot-retention: vol-degraded at the limit (250 snapshots, read over two pages)" has "$(cc_line error volume/vol-degraded \
 		"vol-degraded has 250 snapshots (snapshotMaxCount=250): at the limit: new snapshots and backups of it fail")"
 	check "snapshot-retention: vol-healthy at 80 %, with the space two of them hold" has "$(cc_line warning volume/vol-healthy \

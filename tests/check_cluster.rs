@@ -90,11 +90,11 @@ fn the_demo_snapshot_fires_every_check_with_exact_messages() {
         ("backup-target", Error, "backuptarget/default", "backup target default (s3://longhorn-backups@us-east-1/) is not available: failed to list objects: AccessDenied: Access Denied status code: 403"),
         ("recurring-jobs", Warning, "recurringjobs", "no recurring backup job: nothing is copied off-site on a schedule"),
         ("recurring-jobs", Error, "recurringjob/hourly-snapshot", "hourly-snapshot (snapshot) has retain 24 >= the limit of vol-healthy (5): its next snapshot fails before it prunes"),
-        ("recurring-jobs", Warning, "volumes", "1 volume in no recurring job or job group: vol-detached"),
+        ("recurring-jobs", Warning, "volumes", "1 volume in no recurring snapshot or backup job: vol-detached"),
         ("snapshot-retention", Warning, "volume/vol-healthy", "vol-healthy has 4 snapshots (snapshotMaxCount=5), holding 1.9 GiB: 80% of the limit"),
         ("replica-count", Warning, "volume/vol-degraded", "volume vol-degraded: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("replica-count", Warning, "volume/vol-detached", "volume vol-detached: numberOfReplicas=1 has no redundancy; policy minimum is 3"),
-        ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes; it stays degraded"),
+        ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes: 1 unplaceable"),
         ("replica-count", Warning, "volume/vol-v2", "volume vol-v2: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("volume-health", Warning, "volume/vol-degraded", "vol-degraded is degraded: fewer healthy replicas than numberOfReplicas=2"),
         ("volume-health", Error, "volume/vol-degraded", "vol-degraded: rebuild of replica vol-degraded-r-7d8e9f0a stuck at 0% since 2026-11-30T11:19:51Z"),
@@ -270,9 +270,10 @@ fn recurring_jobs_retention_and_coverage() {
     assert_eq!(
         of(&r, Check::RecurringJobs),
         vec![
-            (Severity::Error, "recurringjob/daily-snap".into(), "daily-snap (snapshot) has retain 300 >= snapshot-max-count (250): its next snapshot fails before it prunes".into()),
+            // It covers no volume now (data left the default group): nothing fails yet.
+            (Severity::Warning, "recurringjob/daily-snap".into(), "daily-snap (snapshot) has retain 300 >= snapshot-max-count (250) and covers no volume now: snapshots of any volume added to it would fail".into()),
             (Severity::Warning, "recurringjob/daily-backup".into(), "daily-backup (backup) has retain 0: it keeps nothing it makes".into()),
-            (Severity::Warning, "volumes".into(), "1 volume in no recurring job or job group: data".into()),
+            (Severity::Warning, "volumes".into(), "1 volume in no recurring snapshot or backup job: data".into()),
         ]
     );
     // Age-based retention does not read `retain`; a job label naming an existing job covers.
@@ -284,23 +285,155 @@ fn recurring_jobs_retention_and_coverage() {
             json!("enabled");
     });
     assert_eq!(of(&r, Check::RecurringJobs), vec![]);
+    // A snapshot without the kind cannot tell "no jobs" from "not included".
     let r = quiet_with(|d| items(d).retain(|i| i["kind"] != "RecurringJob"));
     assert_eq!(
         of(&r, Check::RecurringJobs),
-        vec![
-            (
-                Severity::Warning,
-                "recurringjobs".into(),
-                "no recurring snapshot job: volumes get no regular restore points".into()
-            ),
-            (
-                Severity::Warning,
-                "recurringjobs".into(),
-                "no recurring backup job: nothing is copied off-site on a schedule".into()
-            ),
-            (Severity::Warning, "volumes".into(), "1 volume in no recurring job or job group: data".into()),
-        ]
+        one(Severity::Info, "recurringjobs", "not checked: no RecurringJob objects were read")
     );
+    // Only snapshot and backup jobs make restore points: a trim job covers nothing.
+    let r = quiet_with(|d| {
+        for name in ["daily-snap", "daily-backup"] {
+            item(d, "RecurringJob", name)["spec"]["groups"] = json!(["other"]);
+        }
+        let mut trim = item(d, "RecurringJob", "daily-snap").clone();
+        trim["metadata"]["name"] = json!("trim");
+        trim["spec"] = json!({"task": "filesystem-trim", "cron": "0 4 * * *", "retain": 0, "groups": ["default"], "concurrency": 1});
+        items(d).push(trim);
+    });
+    assert_eq!(
+        of(&r, Check::RecurringJobs),
+        one(Severity::Warning, "volumes", "1 volume in no recurring snapshot or backup job: data")
+    );
+}
+
+#[test]
+fn snapshot_jobs_of_one_volume_add_up_against_its_limit() {
+    // Each job prunes only its own snapshots: 150 + 150 reach a limit of 250.
+    let r = quiet_with(|d| {
+        item(d, "RecurringJob", "daily-snap")["spec"]["retain"] = json!(150);
+        let mut hourly = item(d, "RecurringJob", "daily-snap").clone();
+        hourly["metadata"]["name"] = json!("hourly-snap");
+        items(d).push(hourly);
+    });
+    assert_eq!(
+        of(&r, Check::RecurringJobs),
+        one(
+            Severity::Error,
+            "volumes",
+            "1 volume: snapshot jobs daily-snap (150) + hourly-snap (150) keep up to 300 snapshots together, >= the limit (250); each prunes only its own, so snapshots fail once they add up: data"
+        )
+    );
+    // Under the limit together: nothing to say.
+    let r = quiet_with(|d| {
+        item(d, "RecurringJob", "daily-snap")["spec"]["retain"] = json!(100);
+        let mut hourly = item(d, "RecurringJob", "daily-snap").clone();
+        hourly["metadata"]["name"] = json!("hourly-snap");
+        items(d).push(hourly);
+    });
+    assert_eq!(of(&r, Check::RecurringJobs), vec![]);
+}
+
+#[test]
+fn retain_is_read_only_where_longhorn_reads_it() {
+    // snapshot-delete with retain 0 deletes every snapshot; age-based policies (either
+    // spelling) do not read retain.
+    let r = quiet_with(|d| {
+        let mut purge = item(d, "RecurringJob", "daily-snap").clone();
+        purge["metadata"]["name"] = json!("purge");
+        purge["spec"]["task"] = json!("snapshot-delete");
+        purge["spec"]["retain"] = json!(0);
+        items(d).push(purge);
+        for (name, policy) in [("daily-snap", "age-base"), ("daily-backup", "age-based")] {
+            let j = item(d, "RecurringJob", name);
+            j["spec"]["retain"] = json!(0);
+            j["spec"]["retentionPolicy"] = json!(policy);
+        }
+    });
+    assert_eq!(
+        of(&r, Check::RecurringJobs),
+        one(
+            Severity::Warning,
+            "recurringjob/purge",
+            "purge (snapshot-delete) has retain 0: it deletes every snapshot of its volumes"
+        )
+    );
+}
+
+#[test]
+fn an_unreadable_snapshot_limit_is_reported_even_where_volumes_have_their_own() {
+    let r = quiet_with(|d| {
+        item(d, "Setting", "snapshot-max-count")["value"] = json!("abc");
+        item(d, "Volume", "data")["spec"]["snapshotMaxCount"] = json!(10);
+    });
+    let findings = of(&r, Check::SnapshotRetention);
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    assert_eq!((findings[0].0, findings[0].1.as_str()), (Severity::Error, "setting/snapshot-max-count"));
+}
+
+#[test]
+fn an_empty_target_that_volumes_back_up_to_is_not_hidden_by_another() {
+    // `default` has no URL, `offsite` is configured and available; `data` names no target, so
+    // its backups go to `default`.
+    let r = quiet_with(|d| {
+        let mut offsite = item(d, "BackupTarget", "default").clone();
+        offsite["metadata"]["name"] = json!("offsite");
+        items(d).push(offsite);
+        item(d, "BackupTarget", "default")["spec"]["backupTargetURL"] = json!("");
+    });
+    assert_eq!(
+        of(&r, Check::BackupTarget),
+        one(
+            Severity::Error,
+            "backuptarget/default",
+            "backup target default has no URL, and 1 volume backs up to it: data"
+        )
+    );
+    let r = quiet_with(|d| {
+        let mut offsite = item(d, "BackupTarget", "default").clone();
+        offsite["metadata"]["name"] = json!("offsite");
+        items(d).push(offsite);
+        item(d, "BackupTarget", "default")["spec"]["backupTargetURL"] = json!("");
+        item(d, "Volume", "data")["spec"]["backupTargetName"] = json!("offsite");
+    });
+    assert_eq!(of(&r, Check::BackupTarget), vec![]);
+}
+
+#[test]
+fn a_backup_target_without_status_is_not_yet_probed_not_down() {
+    let r = quiet_with(|d| {
+        item(d, "BackupTarget", "default").as_object_mut().unwrap().remove("status");
+    });
+    assert_eq!(
+        of(&r, Check::BackupTarget),
+        one(
+            Severity::Info,
+            "backuptarget/default",
+            "backup target default (s3://backups@us-east-1/) has no status yet: Longhorn has not probed it"
+        )
+    );
+}
+
+#[test]
+fn a_disk_where_no_replica_fits_is_an_error() {
+    // Reserved at or above the maximum, or over-provisioning 0%: Longhorn places nothing.
+    let r = quiet_with(|d| {
+        let node = item(d, "Node", "n1");
+        let max = node["status"]["diskStatus"]["disk-1"]["storageMaximum"].clone();
+        node["spec"]["disks"]["disk-1"]["storageReserved"] = max;
+    });
+    let found = of(&r, Check::DiskSpace);
+    assert!(
+        found.iter().any(|(s, o, m)| *s == Severity::Error
+            && o == "node/n1"
+            && m.contains("reserved of a")
+            && m.ends_with("leaves no room: Longhorn schedules no replica here")),
+        "{found:?}"
+    );
+    let r = quiet_with(|d| item(d, "Setting", "storage-over-provisioning-percentage")["value"] = json!("0"));
+    let found = of(&r, Check::DiskSpace);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(found.iter().all(|(s, _, m)| *s == Severity::Error && m.contains("leaves no room")), "{found:?}");
 }
 
 #[test]
@@ -314,7 +447,7 @@ fn recurring_jobs_read_labels_and_limits_as_longhorn_does() {
         of(&r, Check::RecurringJobs).contains(&(
             Severity::Warning,
             "volumes".into(),
-            "1 volume in no recurring job or job group: data".into()
+            "1 volume in no recurring snapshot or backup job: data".into()
         )),
         "{:?}",
         of(&r, Check::RecurringJobs)

@@ -74,7 +74,7 @@ const VOL_CREATE_FULL: &str = "longhorn-guard: volume pvc-3f1c2d4e-5a6b-4c7d-8e9
                                numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3";
 const VOL_NODES: &str =
     "longhorn-guard: volume pvc-d0c1b2a3-e4f5-4a6b-8c7d-9e0f1a2b3c4d: numberOfReplicas=3 > 2 \
-                         schedulable nodes: degraded";
+                         schedulable nodes: 1 unplaceable";
 const VOL_UPDATE: &str =
     "longhorn-guard: volume pvc-6a2e4c1d-8b3f-4e5a-9c7d-1f0e2d3c4b5a: numberOfReplicas=1 \
                           has no redundancy; minimum 3";
@@ -348,7 +348,7 @@ fn volume_zero_resolves_the_default_setting() {
     // schedulable nodes (node-3 is cordoned).
     assert_warns(
         &decide(&req, &Policy::default()),
-        &["longhorn-guard: volume vol-a: numberOfReplicas=3 > 2 schedulable nodes; it stays degraded"],
+        &["longhorn-guard: volume vol-a: numberOfReplicas=3 > 2 schedulable nodes: 1 unplaceable"],
     );
     // With v2=2 in the view, a v2 volume is below the minimum; a warning even under deny.
     let mut view = view();

@@ -316,8 +316,11 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             let usable = view.longhorn_nodes().filter(|n| n.can_take_replica()).count() as i64;
             if n > usable {
                 say(
-                    format!("numberOfReplicas={n} > {usable} schedulable nodes; it stays degraded"),
-                    format!("numberOfReplicas={n} > {usable} schedulable nodes: degraded"),
+                    format!(
+                        "numberOfReplicas={n} > {usable} schedulable nodes; {} cannot be placed, so the volume stays or becomes degraded",
+                        count_of(n - usable, "replica")
+                    ),
+                    format!("numberOfReplicas={n} > {usable} schedulable nodes: {} unplaceable", n - usable),
                     false,
                     "spec.numberOfReplicas",
                 );
@@ -390,4 +393,13 @@ pub fn storage_class(
         }
     }
     Ok(decide(findings, policy))
+}
+
+/// `1 replica`, `2 replicas`.
+fn count_of(n: i64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }

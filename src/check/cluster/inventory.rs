@@ -98,6 +98,8 @@ pub struct VolumeSpec {
     /// The volume's own snapshot limit (Longhorn copies `snapshot-max-count` into it at
     /// creation and the engine enforces this one); 0 when absent (older Longhorn).
     pub snapshot_max_count: i64,
+    /// The BackupTarget its backups go to; empty means `default`.
+    pub backup_target_name: Name,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -121,7 +123,8 @@ pub struct KubernetesStatus {
 pub struct BackupTargetInfo {
     pub metadata: Meta,
     pub spec: BackupTargetSpec,
-    pub status: BackupTargetStatus,
+    /// `None` until Longhorn has reconciled the target.
+    pub status: Option<BackupTargetStatus>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -50,12 +50,53 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
         )];
     }
     let mut out = Vec::new();
+    // A target without a URL is fine while no volume backs up to it; `default` is where a
+    // volume without `backupTargetName` goes.
+    for t in inv.backup_targets.iter().filter(|t| t.spec.backup_target_url.trim().is_empty()) {
+        let name = t.metadata.name.as_str();
+        let users: Vec<&str> = inv
+            .volumes
+            .iter()
+            .filter(|v| {
+                let target = v.spec.backup_target_name.as_str();
+                (if target.is_empty() { "default" } else { target }) == name
+            })
+            .map(|v| v.metadata.name.as_str())
+            .collect();
+        if !users.is_empty() {
+            out.push(Finding::new(
+                Check::BackupTarget,
+                Severity::Error,
+                format!("backuptarget/{name}"),
+                format!(
+                    "backup target {name} has no URL, and {} {} up to it: {}",
+                    count(users.len(), "volume"),
+                    if users.len() == 1 { "backs" } else { "back" },
+                    some_names(&users, SHOWN)
+                ),
+                format!("set the URL of BackupTarget {name}, or point the volumes' backupTargetName at a configured target"),
+            ));
+        }
+    }
     for t in configured {
-        if t.status.available {
+        let Some(status) = &t.status else {
+            // Longhorn has not reconciled it yet: unknown, not down.
+            out.push(Finding::new(
+                Check::BackupTarget,
+                Severity::Info,
+                format!("backuptarget/{}", t.metadata.name),
+                format!(
+                    "backup target {} ({}) has no status yet: Longhorn has not probed it",
+                    t.metadata.name, t.spec.backup_target_url
+                ),
+                "check again in a minute; if it stays so, look at the longhorn-manager logs",
+            ));
+            continue;
+        };
+        if status.available {
             continue;
         }
-        let why = t
-            .status
+        let why = status
             .conditions
             .iter()
             .find(|c| c.type_ == "Unavailable" && c.status == "True")
@@ -87,6 +128,13 @@ fn retains(task: &str) -> bool {
     is_snapshot_task(task) || is_backup_task(task) || task == "snapshot-delete"
 }
 
+/// True when the job's `retain` is a count Longhorn reads: the count-based policy (empty, the
+/// default, spelled `count-based` or `count-base` across Longhorn versions). Under an age-based
+/// policy `retain` is not read.
+fn retain_is_a_count(policy: &str) -> bool {
+    matches!(policy, "" | "count-based" | "count-base")
+}
+
 fn snapshot_max(inv: &Inventory) -> Result<i64, Finding> {
     let (name, default) = SNAPSHOT_MAX_COUNT;
     inv.setting_int(name).map(|v| v.unwrap_or(default)).map_err(|why| {
@@ -102,8 +150,18 @@ fn snapshot_max(inv: &Inventory) -> Result<i64, Finding> {
 
 /// `recurring-jobs`: no snapshot job, no backup job, retention out of range, volumes in no job.
 pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
-    if !inv.read.contains("RecurringJob") && inv.recurring_jobs.is_empty() && inv.volumes.is_empty() {
-        return Vec::new();
+    if !inv.read.contains("RecurringJob") {
+        if inv.volumes.is_empty() {
+            return Vec::new();
+        }
+        // A snapshot without the kind cannot tell "no jobs" from "not included".
+        return vec![Finding::new(
+            Check::RecurringJobs,
+            Severity::Info,
+            "recurringjobs",
+            "not checked: no RecurringJob objects were read",
+            "include recurringjobs.longhorn.io in the snapshot",
+        )];
     }
     let mut out = Vec::new();
     let jobs = &inv.recurring_jobs;
@@ -127,18 +185,33 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
     }
     let max = snapshot_max(inv).ok();
     let members: Vec<(&VolumeInfo, Membership)> = inv.volumes.iter().map(|v| (v, membership(v))).collect();
-    for j in jobs {
+    let counted = |j: &RecurringJobInfo| retains(&j.spec.task) && retain_is_a_count(&j.spec.retention_policy);
+    for j in jobs.iter().filter(|j| counted(j)) {
         let name = &j.metadata.name;
-        if !retains(&j.spec.task) || j.spec.retention_policy == "age-based" {
-            continue;
-        }
         if j.spec.retain <= 0 {
+            let (text, remedy) = if j.spec.task == "snapshot-delete" {
+                (
+                    format!(
+                        "{name} (snapshot-delete) has retain {}: it deletes every snapshot of its volumes",
+                        j.spec.retain
+                    ),
+                    "set retain to the number of snapshots to keep, if any should stay",
+                )
+            } else {
+                (
+                    format!(
+                        "{name} ({}) has retain {}: it keeps nothing it makes",
+                        j.spec.task, j.spec.retain
+                    ),
+                    "set retain to the number of snapshots or backups to keep (1 or more)",
+                )
+            };
             out.push(Finding::new(
                 Check::RecurringJobs,
                 Severity::Warning,
                 format!("recurringjob/{name}"),
-                format!("{name} ({}) has retain {}: it keeps nothing it makes", j.spec.task, j.spec.retain),
-                "set retain to the number of snapshots or backups to keep (1 or more)",
+                text,
+                remedy,
             ));
         } else if is_snapshot_task(&j.spec.task) {
             // The job makes a snapshot, then prunes to `retain`: with `retain` at a volume's
@@ -147,27 +220,47 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
             let tightest = members
                 .iter()
                 .filter(|(_, m)| m.covered_by(j))
-                .filter_map(|(v, _)| Some((volume_max(v, max)?, Some(v.metadata.name.as_str()))))
-                .min()
-                .or(max.map(|m| (m, None)));
-            if let Some((limit, volume)) = tightest.filter(|(m, _)| *m > 0 && j.spec.retain >= *m) {
-                let whose = volume.map_or("snapshot-max-count".to_string(), |v| format!("the limit of {v}"));
-                out.push(Finding::new(
+                .filter_map(|(v, _)| Some((volume_max(v, max)?, v.metadata.name.as_str())))
+                .min();
+            match tightest {
+                Some((limit, volume)) if limit > 0 && j.spec.retain >= limit => out.push(Finding::new(
                     Check::RecurringJobs,
                     Severity::Error,
                     format!("recurringjob/{name}"),
                     format!(
-                        "{name} ({}) has retain {} >= {whose} ({limit}): its next snapshot fails before it prunes",
+                        "{name} ({}) has retain {} >= the limit of {volume} ({limit}): its next snapshot fails before it prunes",
                         j.spec.task, j.spec.retain
                     ),
                     format!("lower retain below {limit}, or raise the volume's snapshotMaxCount"),
-                ));
+                )),
+                // It covers no volume now: nothing fails yet, any volume added would.
+                None => {
+                    if let Some(limit) = max.filter(|m| *m > 0 && j.spec.retain >= *m) {
+                        out.push(Finding::new(
+                            Check::RecurringJobs,
+                            Severity::Warning,
+                            format!("recurringjob/{name}"),
+                            format!(
+                                "{name} ({}) has retain {} >= snapshot-max-count ({limit}) and covers no volume now: snapshots of any volume added to it would fail",
+                                j.spec.task, j.spec.retain
+                            ),
+                            format!("lower retain below {limit}"),
+                        ));
+                    }
+                }
+                Some(_) => {}
             }
         }
     }
+    out.extend(snapshot_jobs_adding_up(&members, jobs, max));
+    // Only snapshot and backup jobs make restore points (a trim or cleanup job does not).
     let uncovered: Vec<&str> = members
         .iter()
-        .filter(|(_, m)| !jobs.iter().any(|j| m.covered_by(j)))
+        .filter(|(_, m)| {
+            !jobs
+                .iter()
+                .any(|j| (is_snapshot_task(&j.spec.task) || is_backup_task(&j.spec.task)) && m.covered_by(j))
+        })
         .map(|(v, _)| v.metadata.name.as_str())
         .collect();
     if !uncovered.is_empty() {
@@ -175,11 +268,66 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
             Check::RecurringJobs,
             Severity::Warning,
             "volumes",
-            format!("{} in no recurring job or job group: {}", count(uncovered.len(), "volume"), some_names(&uncovered, SHOWN)),
-            "add the volumes to a job group (label recurring-job-group.longhorn.io/<group>=enabled) or give a job group default",
+            format!(
+                "{} in no recurring snapshot or backup job: {}",
+                count(uncovered.len(), "volume"),
+                some_names(&uncovered, SHOWN)
+            ),
+            "add the volumes to a job group with a snapshot or backup job (label recurring-job-group.longhorn.io/<group>=enabled) or give such a job group default",
         ));
     }
     out
+}
+
+/// Volumes whose count-based snapshot jobs each stay under the volume's limit but together
+/// reach it: each job prunes only its own snapshots, so theirs add up. One finding per set of
+/// jobs and limit, naming the volumes.
+fn snapshot_jobs_adding_up(
+    members: &[(&VolumeInfo, Membership)],
+    jobs: &[RecurringJobInfo],
+    max: Option<i64>,
+) -> Vec<Finding> {
+    let snapshot_jobs: Vec<&RecurringJobInfo> = jobs
+        .iter()
+        .filter(|j| {
+            is_snapshot_task(&j.spec.task) && retain_is_a_count(&j.spec.retention_policy) && j.spec.retain > 0
+        })
+        .collect();
+    // (the covering jobs with their retain, the limit) -> the volumes.
+    type Key = (Vec<(String, i64)>, i64);
+    let mut by_jobs: std::collections::BTreeMap<Key, Vec<&str>> = Default::default();
+    for (v, m) in members {
+        let Some(limit) = volume_max(v, max).filter(|l| *l > 0) else { continue };
+        let covering: Vec<(String, i64)> = snapshot_jobs
+            .iter()
+            .filter(|j| m.covered_by(j))
+            .map(|j| (j.metadata.name.clone(), j.spec.retain))
+            .collect();
+        let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
+        // One job alone at the limit is reported on the job.
+        if covering.len() > 1 && sum >= limit && covering.iter().all(|(_, r)| *r < limit) {
+            by_jobs.entry((covering, limit)).or_default().push(v.metadata.name.as_str());
+        }
+    }
+    by_jobs
+        .into_iter()
+        .map(|((covering, limit), volumes)| {
+            let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
+            let parts: Vec<String> = covering.iter().map(|(n, r)| format!("{n} ({r})")).collect();
+            Finding::new(
+                Check::RecurringJobs,
+                Severity::Error,
+                "volumes",
+                format!(
+                    "{}: snapshot jobs {} keep up to {sum} snapshots together, >= the limit ({limit}); each prunes only its own, so snapshots fail once they add up: {}",
+                    count(volumes.len(), "volume"),
+                    parts.join(" + "),
+                    some_names(&volumes, SHOWN)
+                ),
+                format!("lower the jobs' retain so their sum stays below {limit}, or raise the volumes' snapshotMaxCount"),
+            )
+        })
+        .collect()
 }
 
 /// The jobs and groups a volume is in, as Longhorn selects it: its labels set to `enabled`,
@@ -227,12 +375,15 @@ pub fn snapshot_retention(inv: &Inventory) -> Vec<Finding> {
         .filter(|v| v.spec.snapshot_max_count > 0)
         .map(|v| (v.metadata.name.as_str(), v.spec.snapshot_max_count))
         .collect();
+    let mut out = Vec::new();
+    // An unreadable setting is reported even when some volumes carry their own limit.
     let setting = match snapshot_max(inv) {
         Ok(m) => m,
-        Err(f) if own.is_empty() => return vec![f],
-        Err(_) => 0,
+        Err(f) => {
+            out.push(f);
+            0
+        }
     };
-    let mut out = Vec::new();
     for (volume, t) in &inv.snapshots {
         let (max, label) = match own.get(volume.as_str()) {
             Some(m) => (*m, "snapshotMaxCount"),

@@ -197,6 +197,23 @@ fn one_disk(
     let limit = (st.storage_maximum as i128 - spec.storage_reserved as i128).max(0) * over_pct as i128 / 100;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     if limit <= 0 {
+        // Longhorn places a replica only where size + scheduled <= limit: never here.
+        let why = if over_pct <= 0 {
+            format!("{over_text} leaves no room")
+        } else {
+            format!(
+                "{} reserved of a {} maximum leaves no room",
+                gib(spec.storage_reserved),
+                gib(st.storage_maximum)
+            )
+        };
+        out.push(Finding::new(
+            Check::DiskSpace,
+            Severity::Error,
+            object,
+            format!("{node} disk {disk}: {why}: Longhorn schedules no replica here"),
+            "lower the disk's storageReserved below its maximum, or raise storage-over-provisioning-percentage above 0",
+        ));
         return out;
     }
     let used_pct = i64::try_from(st.storage_scheduled as i128 * 100 / limit as i128).unwrap_or(i64::MAX);
