@@ -455,6 +455,14 @@ fn a_storage_class_count_is_read_as_longhorns_csi_driver_reads_it() {
     for zero in ["0", "00", "-0", "+0"] {
         assert_warns(&decide(&with(zero), &deny_policy()), &[]);
     }
+    // A class override is named as the minimum's source.
+    let own = Policy::parse("replicas:\n  action: deny\n  storageClassMinimums: {longhorn-1-replica: 2}\n")
+        .unwrap();
+    let d = decide(&with("1"), &own);
+    assert_eq!(
+        d.status.unwrap().message,
+        "longhorn-guard: storageclass longhorn-1-replica: numberOfReplicas=1 has no redundancy; storageclass longhorn-1-replica minimum is 2"
+    );
     // ... and these are 2.
     for two in ["02", "+2"] {
         let d = decide(&with(two), &deny_policy());
@@ -541,6 +549,15 @@ fn null_fields_read_as_unset_as_the_api_server_stores_them() {
         o["status"] = Value::Null;
     });
     assert!(decide(&vol, &Policy::default()).allowed);
+    // A null parameter value is "" in Go's map[string]string: Longhorn cannot read it.
+    let mut r = base.clone();
+    r.object.as_mut().unwrap()["parameters"]["numberOfReplicas"] = Value::Null;
+    assert_warns(
+        &decide(&r, &deny_policy()),
+        &[
+            r#"longhorn-guard: storageclass longhorn-1-replica: cannot read numberOfReplicas "": not a count in 1..20; not checked"#,
+        ],
+    );
 }
 
 #[test]

@@ -100,10 +100,13 @@ pub fn parse_networks(
             serde_json::from_str(text).map_err(|e| NetworksError::Json(e.to_string()))?;
         for (index, el) in elements.into_iter().enumerate() {
             let name = el.name.filter(|n| !n.is_empty()).ok_or(NetworksError::NoName { index })?;
-            if !valid_name_part(&name) || el.namespace.as_deref().is_some_and(|n| !valid_name_part(n)) {
+            // An empty namespace is the pod's, as Multus reads it (Longhorn writes one for a
+            // `storage-network` setting of `/<name>`).
+            let namespace = el.namespace.filter(|n| !n.is_empty());
+            if !valid_name_part(&name) || namespace.as_deref().is_some_and(|n| !valid_name_part(n)) {
                 return Err(NetworksError::BadEntry { entry: name });
             }
-            let namespace = ns_for(&name, el.namespace)?;
+            let namespace = ns_for(&name, namespace)?;
             let interface = el.interface.filter(|i| !i.is_empty());
             check_interface(interface.as_deref())?;
             out.push(ExpectedNetwork { namespace, name, interface });
@@ -471,6 +474,7 @@ mod tests {
             ("storage-net\"", "not a JSON list"),
             ("[{\"namespace\": \"[x\", \"name\": \"y\"}]", "is not of the form"),
             ("[{\"name\": \"Storage_Net\"}]", "is not of the form"),
+            ("[{\"namespace\": \"\", \"name\": \"y\"}]", "has no namespace"),
             ("kube-system/Storage-Net", "is not of the form"),
             ("-a/b", "is not of the form"),
             ("[{\"namespace\": \"a\"}]", "entry 0 has no name"),
@@ -485,6 +489,10 @@ mod tests {
             let err = parse_networks(v, None).unwrap_err().to_string();
             assert!(err.contains(want), "{v:?}: {err}");
         }
+        // With the pod's namespace known, an empty one is the pod's.
+        let got =
+            parse_networks(r#"[{"namespace": "", "name": "storage-net"}]"#, Some("longhorn-system")).unwrap();
+        assert_eq!(got[0].namespace, "longhorn-system");
     }
 
     #[test]

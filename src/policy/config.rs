@@ -33,7 +33,7 @@ pub struct Policy {
 }
 
 /// A minimums map: empty when written with no entries (null), each count in Longhorn's range
-/// (a negative or fractional one is refused with the range rather than as "invalid u32").
+/// (a negative or too large one is refused with the range rather than as "invalid u32").
 fn minimums<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<BTreeMap<String, u32>, D::Error> {
     let raw: BTreeMap<String, i64> = or_default(d)?;
     raw.into_iter()

@@ -69,9 +69,11 @@ pub fn old_object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleErro
     req.old_object.as_ref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "oldObject" })
 }
 
-/// Parses `value` (the request's object or oldObject) into a typed object. A field set to
-/// `null` counts as unset, as the API server stores it (a manifest's `parameters:` with every
-/// entry templated away reads as no parameters, not as a malformed object).
+/// Parses `value` (the request's object or oldObject) into a typed object, reading `null` as Go
+/// decodes it into the API's types: a field set to `null` is unset (a manifest's `parameters:`
+/// with every entry templated away is no parameters, not a malformed object), and a `null`
+/// value in a string map ([`STRING_MAPS`]) is the empty string (`numberOfReplicas: ~` is `""`,
+/// which Longhorn cannot read, not a missing parameter).
 pub fn typed<T: serde::de::DeserializeOwned>(
     field: &'static str,
     value: &serde_json::Value,
@@ -93,16 +95,33 @@ fn has_null_field(v: &serde_json::Value) -> bool {
     }
 }
 
-/// `v` without its `null` fields, at every depth.
+/// Fields the rules read that are maps of strings (`map[string]string` in Go).
+pub const STRING_MAPS: [&str; 3] = ["parameters", "labels", "annotations"];
+
+/// `v` without its `null` fields, at every depth; inside a [`STRING_MAPS`] field a `null`
+/// value becomes `""`.
 fn without_null_fields(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
     match v {
-        serde_json::Value::Object(m) => serde_json::Value::Object(
+        Value::Object(m) => Value::Object(
             m.iter()
                 .filter(|(_, x)| !x.is_null())
-                .map(|(k, x)| (k.clone(), without_null_fields(x)))
+                .map(|(k, x)| match x {
+                    Value::Object(entries) if STRING_MAPS.contains(&k.as_str()) => {
+                        let entries = entries
+                            .iter()
+                            .map(|(ek, ev)| {
+                                let ev = if ev.is_null() { Value::String(String::new()) } else { ev.clone() };
+                                (ek.clone(), ev)
+                            })
+                            .collect();
+                        (k.clone(), Value::Object(entries))
+                    }
+                    _ => (k.clone(), without_null_fields(x)),
+                })
                 .collect(),
         ),
-        serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(without_null_fields).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(without_null_fields).collect()),
         other => other.clone(),
     }
 }

@@ -137,8 +137,12 @@ fn volume_minimum(policy: &Policy, volume: &Volume) -> VolumeMinimum {
 }
 
 /// The minimum for a StorageClass: its override by name, else `replicas.minimum`.
-fn storage_class_minimum(policy: &Policy, name: &str) -> u32 {
-    policy.replicas.storage_class_minimums.get(name).copied().unwrap_or(policy.replicas.minimum)
+/// With where it comes from, as messages name it (`storageclass fast minimum`, `policy minimum`).
+fn storage_class_minimum(policy: &Policy, name: &str) -> (i64, String) {
+    match policy.replicas.storage_class_minimums.get(name) {
+        Some(&m) => (i64::from(m), format!("storageclass {name} minimum")),
+        None => (i64::from(policy.replicas.minimum), "policy minimum".to_string()),
+    }
 }
 
 /// The object's `metadata.name`, else the request's name.
@@ -351,7 +355,7 @@ pub fn storage_class(
     }
     let sc: StorageClass = typed("object", obj)?;
     let name = object_name(req, obj).to_string();
-    let min = i64::from(storage_class_minimum(policy, &name));
+    let (min, source) = storage_class_minimum(policy, &name);
     let field = "parameters.numberOfReplicas";
     let mut findings = Vec::new();
     // As Longhorn's CSI driver reads it (Go's strconv.Atoi: no spaces, a sign and leading
@@ -361,7 +365,7 @@ pub fn storage_class(
         Some(raw) => match raw.parse::<i64>() {
             Ok(n) if LONGHORN_RANGE.contains(&n) => {
                 if n < min {
-                    let text = format!("numberOfReplicas={n} {}; policy minimum is {min}", tolerates(n));
+                    let text = format!("numberOfReplicas={n} {}; {source} is {min}", tolerates(n));
                     let short = format!("numberOfReplicas={n} {}; minimum {min}", tolerates(n));
                     findings.push(Finding::about(field, "storageclass", &name, &text, &short, true));
                 }
@@ -384,8 +388,7 @@ pub fn storage_class(
             };
             if let Ok(Some(n)) = view_default(view, engine) {
                 if n < min {
-                    let text =
-                        format!("{given}, so {DEFAULT_REPLICA_COUNT} {engine}={n}; policy minimum is {min}");
+                    let text = format!("{given}, so {DEFAULT_REPLICA_COUNT} {engine}={n}; {source} is {min}");
                     let short = format!("{given}, so {engine}={n}; minimum {min}");
                     findings.push(Finding::about(field, "storageclass", &name, &text, &short, false));
                 }

@@ -1,7 +1,7 @@
 //! A confirmation finds objects by their `longhornnode` and `longhornvolume` labels; the drain
 //! analysis places them by `spec.nodeID` and `spec.volumeName` (the labels only stand in for an
-//! empty field). Longhorn's datastore writes the labels from those fields on every create and
-//! update, so they agree; where one does not (a hand edit, another writer), label reads could
+//! empty field). Longhorn writes the labels from those fields on every create and update
+//! (`longhornnode` in its datastore, `longhornvolume` in its mutating webhook), so they agree; where one does not (a hand edit, another writer), label reads could
 //! miss an object the analysis would count, and the confirmation refuses to decide.
 
 use crate::cluster::meta::Meta;
