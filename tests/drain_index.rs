@@ -120,11 +120,40 @@ fn volume() -> impl Strategy<Value = Value> {
 }
 
 fn k8s_node() -> impl Strategy<Value = Value> {
-    (0..NODES, prop::bool::weighted(0.3), prop::bool::weighted(0.1)).prop_map(|(n, cordoned, allow)| {
-        let mut o = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node(n)},
-            "spec": {"unschedulable": cordoned}});
-        if allow {
-            o["metadata"]["annotations"] = json!({"longhorn-guard.io/allow-drain": "node test"});
+    (0..NODES, prop::bool::weighted(0.3), prop::bool::weighted(0.1), 0..6usize).prop_map(
+        |(n, cordoned, allow, removal)| {
+            let mut o = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node(n)},
+                "spec": {"unschedulable": cordoned}});
+            if allow {
+                o["metadata"]["annotations"] = json!({"longhorn-guard.io/allow-drain": "node test"});
+            }
+            // Drained for removal by an autoscaler (taint), a taint that is not one, or deleted.
+            match removal {
+                0 => {
+                    o["spec"]["taints"] =
+                        json!([{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}])
+                }
+                1 => {
+                    o["spec"]["taints"] =
+                        json!([{"key": "karpenter.sh/disrupted", "effect": "PreferNoSchedule"}])
+                }
+                2 => o["metadata"]["deletionTimestamp"] = json!(T),
+                _ => {}
+            }
+            o
+        },
+    )
+}
+
+/// The pod of instance manager `im-{k}`, on its node or elsewhere, maybe being evicted.
+fn instance_manager_pod() -> impl Strategy<Value = Value> {
+    (0..6usize, 0..=NODES, any::<bool>()).prop_map(|(k, n, terminating)| {
+        let mut o = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("im-{k}"), "namespace": "longhorn-system",
+                "labels": {"longhorn.io/component": "instance-manager", "longhorn.io/node": node(n)}},
+            "spec": {"nodeName": node(n)}});
+        if terminating {
+            o["metadata"]["deletionTimestamp"] = json!(T);
         }
         o
     })
@@ -177,6 +206,7 @@ fn object() -> impl Strategy<Value = Value> {
         2 => volume(),
         1 => k8s_node(),
         2 => instance_manager(),
+        1 => instance_manager_pod(),
         1 => setting(),
     ]
 }

@@ -143,7 +143,7 @@ fn no_node_unknown_node_cordoned_node() {
     edit(&mut items, "Node", "node-2", |n| n["spec"]["unschedulable"] = json!(true));
     assert_eq!(
         line(&items, "node-1", "vol-a"),
-        format!("{LEAD} is on a cordoned node; uncordon node-2 or wait for a rebuild on a schedulable node")
+        "vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere".to_string()
     );
 }
 
@@ -190,8 +190,8 @@ fn several_replicas_on_one_other_node_are_counted() {
     edit(&mut items, "Node", "node-2", |n| n["spec"]["unschedulable"] = json!(true));
     assert_eq!(
         line(&items, "node-1", "vol-a"),
-        "vol-a: last healthy replica is on node-1; its 2 replicas on node-2 each is on a cordoned node; \
-         uncordon node-2 or wait for a rebuild on a schedulable node"
+        "vol-a: no replica outside node-1 can protect it; its 2 replicas on node-2 each is on a cordoned node; \
+         uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere"
     );
 }
 
@@ -257,7 +257,7 @@ fn mixed_v1_and_v2_volumes() {
     assert_eq!(
         lines,
         [
-            format!("{LEAD} is on a cordoned node; uncordon node-2 or wait for a rebuild on a schedulable node"),
+            "vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere".to_string(),
             "vol-v2: attached to node-1 (engine and engine frontend running in its instance manager); move its workload off node-1 first"
                 .to_string(),
         ]
@@ -291,4 +291,44 @@ fn an_entry_no_volume_owns_blocks_naming_it_and_its_instance_manager() {
     let a = analyze(&items, "node-1");
     assert!(!a.would_block());
     assert!(a.unmapped_instances.iter().all(|u| u.overridden));
+}
+
+#[test]
+fn nodes_drained_for_removal_and_evicted_instance_managers_do_not_vouch() {
+    // An autoscaler taints the node it removes and evicts without cordoning.
+    let mut items = base(false);
+    edit(&mut items, "Node", "node-2", |n| {
+        n["spec"]["taints"] = json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}])
+    });
+    assert_eq!(
+        line(&items, "node-1", "vol-a"),
+        format!(
+            "vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a node tainted \
+             karpenter.sh/disrupted (being drained for removal); {ATTACH}"
+        )
+    );
+    // Two such nodes never vouch for each other.
+    edit(&mut items, "Node", "node-1", |n| {
+        n["spec"]["taints"] =
+            json!([{"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}])
+    });
+    assert!(analyze(&items, "node-2").would_block());
+    // A node being deleted.
+    let mut items = base(false);
+    edit(&mut items, "Node", "node-2", |n| n["metadata"]["deletionTimestamp"] = json!(T));
+    assert!(line(&items, "node-1", "vol-a").contains("its replica on node-2 is on a node being deleted"));
+    // The instance manager's pod is being evicted: its replicas go with it.
+    let mut items = base(false);
+    edit(&mut items, "Pod", &im_name("node-2", "v1"), |p| p["metadata"]["deletionTimestamp"] = json!(T));
+    assert_eq!(
+        line(&items, "node-1", "vol-a"),
+        format!("{LEAD} has no running instance manager (state terminating); wait until the instance manager on node-2 is running")
+    );
+    // A replica naming an instance manager that does not exist has none (Longhorn finds none).
+    let mut items = base(false);
+    r2(&mut items, |r| r["status"]["instanceManagerName"] = json!("instance-manager-gone"));
+    assert_eq!(
+        line(&items, "node-1", "vol-a"),
+        format!("{LEAD} has no instance manager; wait until the instance manager on node-2 is running")
+    );
 }

@@ -6,6 +6,7 @@
 
 pub mod client;
 pub mod confirm;
+pub mod draining;
 mod freshness;
 pub mod index;
 mod kinds;
@@ -27,6 +28,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use nameset::{add, del, Index};
 use std::time::SystemTime;
 
+pub use draining::Draining;
 pub use freshness::{Freshness, Source};
 pub use index::ViewIndex;
 pub use objects::*;

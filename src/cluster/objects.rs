@@ -76,6 +76,9 @@ pub struct Node {
 #[serde(rename_all = "camelCase", default)]
 pub struct NodeSpec {
     pub unschedulable: Option<bool>,
+    /// Only the taints of a drain for removal ([`super::draining::DRAIN_TAINTS`]).
+    #[serde(deserialize_with = "super::draining::drain_taints", skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<super::draining::Taint>,
 }
 
 /// `storage.k8s.io/v1` StorageClass.

@@ -18,7 +18,10 @@ use super::analysis::{analyze_volumes, volume_verdict, NodeAnalysis, Verdict};
 use super::instances::volume_of_engine_name;
 use super::sites::Sites;
 use crate::cluster::nameset::{self, Index, NameSet};
-use crate::cluster::{ClusterView, Engine, InstanceManager, Name, Object, ObjectKind, Replica, ViewIndex};
+use crate::cluster::{
+    ClusterView, Engine, InstanceManager, Name, Node, Object, ObjectKind, Pod, Replica, ViewIndex,
+    LONGHORN_NAMESPACE,
+};
 use crate::policy::Policy;
 
 /// Per node, the volumes whose verdict is not safe (before the node's override), for both
@@ -189,11 +192,36 @@ impl DrainIndex {
             }
             (ObjectKind::Node, old) => {
                 let before = match old {
-                    Some(Object::Node(n)) => Some(n.spec.unschedulable.unwrap_or(false)),
+                    Some(Object::Node(n)) => Some(n.draining()),
                     _ => None,
                 };
-                if before != view.is_node_cordoned(name) {
+                if before != view.node(name).map(Node::draining) {
                     self.mark_replicas_on(view, name);
+                }
+            }
+            (ObjectKind::Pod, old) => {
+                // An instance-manager pod starting or ending its termination changes whether
+                // the replicas of its node protect.
+                let terminating =
+                    |p: &Pod| p.is_instance_manager().then(|| p.metadata.deletion_timestamp.is_some());
+                let before = match old {
+                    Some(Object::Pod(p)) => terminating(p),
+                    _ => None,
+                };
+                let now = view.pod(LONGHORN_NAMESPACE, name).and_then(terminating);
+                if before != now {
+                    // The pod is its instance manager's (same name): mark what that one marks
+                    // when its state changes.
+                    if let Some(im) = view.instance_manager(name) {
+                        self.mark_replicas_on(view, &im.spec.node_id);
+                    }
+                    let users: Vec<Option<Name>> = view
+                        .replicas_using_instance_manager(name)
+                        .map(|r| r.volume_name().cloned())
+                        .collect();
+                    for v in users {
+                        self.mark(v.as_ref());
+                    }
                 }
             }
             (ObjectKind::InstanceManager, old) => {
@@ -212,7 +240,7 @@ impl DrainIndex {
                     self.all_dirty = true;
                 }
             }
-            (ObjectKind::Pod | ObjectKind::StorageClass | ObjectKind::LonghornNode, _) => {}
+            (ObjectKind::StorageClass | ObjectKind::LonghornNode, _) => {}
         }
     }
 }

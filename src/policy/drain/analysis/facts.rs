@@ -4,7 +4,9 @@
 use std::time::SystemTime;
 
 use crate::cluster::readset::DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING;
-use crate::cluster::{ClusterView, Engine, InstanceManager, Replica, Volume};
+use crate::cluster::{
+    ClusterView, Draining, Engine, InstanceManager, Node, Replica, Volume, LONGHORN_NAMESPACE,
+};
 use crate::policy::Policy;
 
 use super::rebuild::{age, format_time, parse_time, rebuild_of, Rebuild};
@@ -21,16 +23,22 @@ pub(super) fn is_available_healthy(r: &Replica) -> bool {
     !r.spec.healthy_at.is_empty() && r.spec.failed_at.is_empty() && !r.is_deleting()
 }
 
-/// The instance manager a replica runs in: `status.instanceManagerName`, else the one on
-/// its node for its data engine. When several match (an upgrade leaves old and new instance
+/// True when the pod of `im` (same name, in Longhorn's namespace) is being deleted: evicted by
+/// a drain or deleted by hand. A view without the pod says nothing.
+fn instance_manager_pod_terminating(view: &ClusterView, im: &InstanceManager) -> bool {
+    let name = im.metadata.name.as_deref().unwrap_or_default();
+    view.pod(LONGHORN_NAMESPACE, name).is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+}
+
+/// The instance manager a replica runs in: `status.instanceManagerName` (none when that names
+/// one that does not exist, as Longhorn finds none), else the one on its node for its data
+/// engine. When several match (an upgrade leaves old and new instance
 /// managers side by side), the one with Longhorn's `default-instance-manager-image` is
 /// taken, as Longhorn does; without that setting a candidate that is not running is taken,
 /// so that doubt never makes a replica count as protecting.
 pub(super) fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a InstanceManager> {
     if !r.status.instance_manager_name.is_empty() {
-        if let Some(im) = view.instance_manager(&r.status.instance_manager_name) {
-            return Some(im);
-        }
+        return view.instance_manager(&r.status.instance_manager_name);
     }
     let node = r.node()?;
     let engine = if r.spec.data_engine.is_empty() { "v1" } else { r.spec.data_engine.as_str() };
@@ -107,13 +115,19 @@ pub(super) fn replica_facts<'a>(
     } else if node.is_empty() {
         Some(WhyNot::NoNode)
     } else {
-        match view.is_node_cordoned(&node) {
+        match view.node(&node).map(Node::draining) {
             None => Some(WhyNot::UnknownNode),
-            Some(true) => Some(WhyNot::CordonedNode),
-            Some(false) => match instance_manager_of(view, r) {
+            Some(Some(Draining::Cordoned)) => Some(WhyNot::CordonedNode),
+            Some(Some(Draining::Tainted(taint))) => Some(WhyNot::TaintedNode(taint.to_string())),
+            Some(Some(Draining::Deleting)) => Some(WhyNot::DeletedNode),
+            Some(None) => match instance_manager_of(view, r) {
                 None => Some(WhyNot::NoInstanceManager),
                 Some(im) if im.status.current_state != "running" => {
                     Some(WhyNot::InstanceManagerNotRunning(im.status.current_state.to_string()))
+                }
+                // Its pod is being evicted or deleted: the replica goes with it.
+                Some(im) if instance_manager_pod_terminating(view, im) => {
+                    Some(WhyNot::InstanceManagerNotRunning("terminating".into()))
                 }
                 Some(_) => None,
             },

@@ -180,6 +180,10 @@ pub enum WhyNot {
     NoNode,
     UnknownNode,
     CordonedNode,
+    /// On a node carrying this drain taint (an autoscaler is removing it).
+    TaintedNode(String),
+    /// On a node being deleted.
+    DeletedNode,
     NoInstanceManager,
     /// The instance manager's `status.currentState`.
     InstanceManagerNotRunning(String),
@@ -211,6 +215,8 @@ impl std::fmt::Display for WhyNot {
             Self::NoNode => f.write_str("has no node"),
             Self::UnknownNode => f.write_str("is on a node longhorn-guard does not see"),
             Self::CordonedNode => f.write_str("is on a cordoned node"),
+            Self::TaintedNode(taint) => write!(f, "is on a node tainted {taint} (being drained for removal)"),
+            Self::DeletedNode => f.write_str("is on a node being deleted"),
             Self::NoInstanceManager => f.write_str("has no instance manager"),
             Self::InstanceManagerNotRunning(state) => write!(
                 f,

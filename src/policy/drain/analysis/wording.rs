@@ -19,7 +19,14 @@ pub(super) fn stranded_reason(
     let number = vol.map(|v| v.spec.number_of_replicas);
     let detached = vol.is_some_and(|v| v.status.state == "detached");
     let healthy_here = at_risk.iter().filter(|f| is_available_healthy(f.replica)).count();
+    // A healthy replica elsewhere that cannot vouch only because its own node is being drained:
+    // the one on the node is not the last healthy one.
+    let healthy_elsewhere = others.iter().any(|f| {
+        is_available_healthy(f.replica)
+            && matches!(f.why_not, Some(WhyNot::CordonedNode | WhyNot::TaintedNode(_) | WhyNot::DeletedNode))
+    });
     let lead = match (healthy_here, at_risk) {
+        (h, _) if h > 0 && healthy_elsewhere => format!("no replica outside {node} can protect it"),
         (1, _) => format!("last healthy replica is on {node}"),
         (h, _) if h > 1 => format!("all {h} healthy replicas are on {node}"),
         (_, [one]) => format!("only copy of its data is on {node} (replica {})", one.report.state),
@@ -81,7 +88,11 @@ pub(super) fn stranded_reason(
             "check its engine and instance manager".to_string()
         }
     } else if let Some(f) = others.iter().find(|f| f.why_not == Some(WhyNot::CordonedNode)) {
-        format!("uncordon {} or wait for a rebuild on a schedulable node", f.node)
+        // A healthy volume is not rebuilt by itself: only an eviction moves its data.
+        format!(
+            "uncordon {}, or evict the replica on {node} in Longhorn (node or disk eviction) and wait for the rebuild elsewhere",
+            f.node
+        )
     } else if let Some(f) =
         others.iter().find(|f| f.why_not.as_ref().is_some_and(WhyNot::is_instance_manager))
     {
