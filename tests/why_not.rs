@@ -332,3 +332,25 @@ fn nodes_drained_for_removal_and_evicted_instance_managers_do_not_vouch() {
         format!("{LEAD} has no instance manager; wait until the instance manager on node-2 is running")
     );
 }
+
+#[test]
+fn a_strict_local_volume_gets_a_remedy_longhorn_accepts() {
+    // Longhorn refuses a second replica of a strict-local volume, and its workload cannot run
+    // on another node: neither "raise numberOfReplicas" nor "move its workload" can work.
+    const REMEDY: &str =
+        "it is strict-local, so its only replica stays on node-1: back it up and restore it \
+                          elsewhere, or override with the longhorn-guard.io/allow-drain annotation";
+    let mut items = three_nodes();
+    let mut v = volume("vol-sl", "v1", 1, "detached", "");
+    v["spec"]["dataLocality"] = json!("strict-local");
+    items.push(v);
+    items.push(replica("vol-sl", "vol-sl-r-1", "node-1", "v1"));
+    assert_eq!(line(&items, "node-1", "vol-sl"), format!("vol-sl: 1 replica (numberOfReplicas=1); {REMEDY}"));
+    // Attached on the node: the same remedy, not "move its workload".
+    edit(&mut items, "Volume", "vol-sl", |v| {
+        v["status"] = json!({"state": "attached", "currentNodeID": "node-1"})
+    });
+    items.push(engine("vol-sl", "node-1", "v1", &[("vol-sl-r-1", "RW")]));
+    let got = line(&items, "node-1", "vol-sl");
+    assert!(got.starts_with("vol-sl: attached to node-1") && got.ends_with(REMEDY), "{got}");
+}

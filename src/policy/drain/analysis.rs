@@ -211,7 +211,11 @@ fn analyze_volume(
             .filter(|k| !k.pvc_name.is_empty())
             .map(|k| format!(" (PVC {}/{})", k.namespace, k.pvc_name))
             .unwrap_or_default();
-        remedy = format!("move its workload{pvc} off {node} first");
+        remedy = if wording::is_strict_local(vol) {
+            wording::strict_local_remedy(node)
+        } else {
+            format!("move its workload{pvc} off {node} first")
+        };
     } else if stranded {
         let (r, m) = stranded_reason(node, vol, &facts, &at_risk);
         reason = r;

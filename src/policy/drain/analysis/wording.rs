@@ -8,6 +8,19 @@ use crate::cluster::Volume;
 use super::facts::{is_available_healthy, ReplicaFacts};
 use super::WhyNot;
 
+/// True for a `strict-local` volume: Longhorn keeps exactly one replica, on its workload's node.
+pub(super) fn is_strict_local(vol: Option<&Volume>) -> bool {
+    vol.is_some_and(|v| v.spec.data_locality == "strict-local")
+}
+
+/// The remedy for a strict-local volume on `node`: Longhorn refuses a second replica and cannot
+/// evict its one, and its workload cannot run elsewhere.
+pub(super) fn strict_local_remedy(node: &str) -> String {
+    format!(
+        "it is strict-local, so its only replica stays on {node}: back it up and restore it elsewhere, or override with the longhorn-guard.io/allow-drain annotation"
+    )
+}
+
 /// The reason and remedy for a volume whose data on `node` has no protecting copy elsewhere.
 pub(super) fn stranded_reason(
     node: &str,
@@ -43,6 +56,7 @@ pub(super) fn stranded_reason(
             None => format!("{lead}; all {n} of its replicas are on {node}"),
         };
         let remedy = match number {
+            _ if is_strict_local(vol) => strict_local_remedy(node),
             _ if n > 1 => {
                 format!("evict the replicas on {node} in Longhorn (node or disk eviction) and wait for the rebuild elsewhere")
             }
