@@ -83,8 +83,9 @@ fn instance_manager_evictions_per_node() {
         "{msg}"
     );
     // The v2 volume, through its SPDK instance manager's pod on node-1 as well.
-    let v2_line = "\n- vol-v2: attached to node-1 (engine and engine frontend running) and holds its last \
-                   healthy replica; move its workload (PVC default/data-kafka-0) off node-1 first";
+    // Its other replica, on node-3, is healthy but on a cordoned node.
+    let v2_line = "\n- vol-v2: attached to node-1 (engine and engine frontend running) and no other replica \
+                   can protect it; move its workload (PVC default/data-kafka-0) off node-1 first";
     assert!(msg.ends_with(v2_line), "{msg}");
     let node1_v2 = for_pod("eviction-create.json", "instance-manager-7c2e9a4b1d0f43a68e5b9c1d2f3a4b5c");
     let (code, resp, _) = review(&node1_v2, &[]);

@@ -153,7 +153,7 @@ fn a_replica_on_a_cordoned_node_does_not_protect() {
     denied(
         "other-replica-on-cordoned-node.yaml",
         "node-1",
-        &["- vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn"],
+        &["- vol-a: no other replica can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn"],
     );
 }
 

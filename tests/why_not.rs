@@ -143,7 +143,7 @@ fn no_node_unknown_node_cordoned_node() {
     edit(&mut items, "Node", "node-2", |n| n["spec"]["unschedulable"] = json!(true));
     assert_eq!(
         line(&items, "node-1", "vol-a"),
-        "vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere".to_string()
+        "vol-a: no other replica can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere".to_string()
     );
 }
 
@@ -190,7 +190,7 @@ fn several_replicas_on_one_other_node_are_counted() {
     edit(&mut items, "Node", "node-2", |n| n["spec"]["unschedulable"] = json!(true));
     assert_eq!(
         line(&items, "node-1", "vol-a"),
-        "vol-a: no replica outside node-1 can protect it; its 2 replicas on node-2 each is on a cordoned node; \
+        "vol-a: no other replica can protect it; its 2 replicas on node-2 each is on a cordoned node; \
          uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere"
     );
 }
@@ -257,7 +257,7 @@ fn mixed_v1_and_v2_volumes() {
     assert_eq!(
         lines,
         [
-            "vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere".to_string(),
+            "vol-a: no other replica can protect it; its replica on node-2 is on a cordoned node; uncordon node-2, or evict the replica on node-1 in Longhorn (node or disk eviction) and wait for the rebuild elsewhere".to_string(),
             "vol-v2: attached to node-1 (engine and engine frontend running in its instance manager); move its workload off node-1 first"
                 .to_string(),
         ]
@@ -303,8 +303,9 @@ fn nodes_drained_for_removal_and_evicted_instance_managers_do_not_vouch() {
     assert_eq!(
         line(&items, "node-1", "vol-a"),
         format!(
-            "vol-a: no replica outside node-1 can protect it; its replica on node-2 is on a node tainted \
-             karpenter.sh/disrupted (being drained for removal); {ATTACH}"
+            "vol-a: no other replica can protect it; its replica on node-2 is on a node tainted \
+             karpenter.sh/disrupted (being drained for removal); node-2 is being removed: evict the replica on \
+             node-1 in Longhorn (node or disk eviction) and wait for the rebuild on a node that stays"
         )
     );
     // Two such nodes never vouch for each other.
@@ -353,4 +354,20 @@ fn a_strict_local_volume_gets_a_remedy_longhorn_accepts() {
     items.push(engine("vol-sl", "node-1", "v1", &[("vol-sl-r-1", "RW")]));
     let got = line(&items, "node-1", "vol-sl");
     assert!(got.starts_with("vol-sl: attached to node-1") && got.ends_with(REMEDY), "{got}");
+}
+
+#[test]
+fn a_healthy_copy_on_a_cordoned_node_is_not_called_missing() {
+    // The drained node's replica is not healthy; the healthy one is on cordoned node-2: its
+    // data is not "only on node-1", and evicting node-1's replica would not help.
+    let mut items = base(false);
+    edit(&mut items, "Replica", "vol-a-r-1", |r| {
+        r["spec"]["healthyAt"] = json!("");
+        r["spec"]["lastHealthyAt"] = json!(T);
+    });
+    edit(&mut items, "Node", "node-2", |n| n["spec"]["unschedulable"] = json!(true));
+    assert_eq!(
+        line(&items, "node-1", "vol-a"),
+        "vol-a: no other replica can protect it; its replica on node-2 is on a cordoned node; uncordon node-2"
+    );
 }

@@ -8,14 +8,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::{Name, Node};
 
 /// Taints that mark a node being drained for removal, kept on the view's nodes (every other
-/// taint is dropped while parsing): Cluster Autoscaler's, Karpenter's (v1 and v0.3x), and the
-/// one the node lifecycle controller adds to a cordoned node.
-pub const DRAIN_TAINTS: [&str; 4] = [
-    "ToBeDeletedByClusterAutoscaler",
-    "karpenter.sh/disrupted",
-    "karpenter.sh/disruption",
-    "node.kubernetes.io/unschedulable",
-];
+/// taint is dropped while parsing): Cluster Autoscaler's and Karpenter's (v1 and v0.3x). (The
+/// `node.kubernetes.io/unschedulable` taint mirrors a cordon, which `spec.unschedulable` shows,
+/// and may linger a moment after an uncordon.)
+pub const DRAIN_TAINTS: [&str; 3] =
+    ["ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption"];
 
 /// One kept taint of a node.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]

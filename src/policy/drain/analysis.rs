@@ -200,7 +200,11 @@ fn analyze_volume(
         };
         reason = format!("attached to {node} ({engine_phrase})");
         if stranded {
+            let others: Vec<&ReplicaFacts> = facts.iter().filter(|f| !f.report.on_node).collect();
             match at_risk.iter().filter(|f| is_available_healthy(f.replica)).count() {
+                _ if wording::healthy_on_draining_node(&others) => {
+                    reason.push_str(" and no other replica can protect it")
+                }
                 0 => reason.push_str(" and holds the only copy of its data"),
                 1 => reason.push_str(" and holds its last healthy replica"),
                 n => reason.push_str(&format!(" and holds all {n} of its healthy replicas")),

@@ -27,12 +27,14 @@ pub(super) fn is_available_healthy(r: &Replica) -> bool {
 /// a drain or deleted by hand. A view without the pod says nothing.
 fn instance_manager_pod_terminating(view: &ClusterView, im: &InstanceManager) -> bool {
     let name = im.metadata.name.as_deref().unwrap_or_default();
-    view.pod(LONGHORN_NAMESPACE, name).is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+    view.pod(LONGHORN_NAMESPACE, name)
+        .is_some_and(|p| p.is_instance_manager() && p.metadata.deletion_timestamp.is_some())
 }
 
 /// The instance manager a replica runs in: `status.instanceManagerName` (none when that names
-/// one that does not exist, as Longhorn finds none), else the one on its node for its data
-/// engine. When several match (an upgrade leaves old and new instance
+/// one that does not exist: Longhorn clears the name when it stops an instance, so such a
+/// replica's process is gone, and Longhorn marks it error once it looks), else the one on its
+/// node for its data engine. When several match (an upgrade leaves old and new instance
 /// managers side by side), the one with Longhorn's `default-instance-manager-image` is
 /// taken, as Longhorn does; without that setting a candidate that is not running is taken,
 /// so that doubt never makes a replica count as protecting.

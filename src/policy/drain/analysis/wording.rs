@@ -21,6 +21,16 @@ pub(super) fn strict_local_remedy(node: &str) -> String {
     )
 }
 
+/// True when some replica elsewhere is healthy and does not protect only because its own node
+/// is being drained (cordoned, tainted for removal, deleted): the one on the drained node is
+/// then not the last healthy copy.
+pub(super) fn healthy_on_draining_node(others: &[&ReplicaFacts]) -> bool {
+    others.iter().any(|f| {
+        is_available_healthy(f.replica)
+            && matches!(f.why_not, Some(WhyNot::CordonedNode | WhyNot::TaintedNode(_) | WhyNot::DeletedNode))
+    })
+}
+
 /// The reason and remedy for a volume whose data on `node` has no protecting copy elsewhere.
 pub(super) fn stranded_reason(
     node: &str,
@@ -34,12 +44,9 @@ pub(super) fn stranded_reason(
     let healthy_here = at_risk.iter().filter(|f| is_available_healthy(f.replica)).count();
     // A healthy replica elsewhere that cannot vouch only because its own node is being drained:
     // the one on the node is not the last healthy one.
-    let healthy_elsewhere = others.iter().any(|f| {
-        is_available_healthy(f.replica)
-            && matches!(f.why_not, Some(WhyNot::CordonedNode | WhyNot::TaintedNode(_) | WhyNot::DeletedNode))
-    });
+    let healthy_elsewhere = healthy_on_draining_node(&others);
     let lead = match (healthy_here, at_risk) {
-        (h, _) if h > 0 && healthy_elsewhere => format!("no replica outside {node} can protect it"),
+        _ if healthy_elsewhere => "no other replica can protect it".to_string(),
         (1, _) => format!("last healthy replica is on {node}"),
         (h, _) if h > 1 => format!("all {h} healthy replicas are on {node}"),
         (_, [one]) => format!("only copy of its data is on {node} (replica {})", one.report.state),
@@ -102,9 +109,23 @@ pub(super) fn stranded_reason(
             "check its engine and instance manager".to_string()
         }
     } else if let Some(f) = others.iter().find(|f| f.why_not == Some(WhyNot::CordonedNode)) {
-        // A healthy volume is not rebuilt by itself: only an eviction moves its data.
+        // A healthy volume is not rebuilt by itself: only an eviction moves its data, and
+        // only a healthy replica's eviction helps.
+        if healthy_here > 0 {
+            format!(
+                "uncordon {}, or evict the replica on {node} in Longhorn (node or disk eviction) and wait for the rebuild elsewhere",
+                f.node
+            )
+        } else {
+            format!("uncordon {}", f.node)
+        }
+    } else if let Some(f) =
+        others.iter().find(|f| matches!(f.why_not, Some(WhyNot::TaintedNode(_) | WhyNot::DeletedNode)))
+    {
+        // That node is going away with its replica.
+        let moved = if healthy_here > 0 { node } else { f.node.as_str() };
         format!(
-            "uncordon {}, or evict the replica on {node} in Longhorn (node or disk eviction) and wait for the rebuild elsewhere",
+            "{} is being removed: evict the replica on {moved} in Longhorn (node or disk eviction) and wait for the rebuild on a node that stays",
             f.node
         )
     } else if let Some(f) =
