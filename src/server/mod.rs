@@ -321,7 +321,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             let with_checks = !args.check_interval.is_zero();
             let view = snapshot::load_observing(path, |item| {
                 if with_checks {
-                    inv.note(item.clone());
+                    inv.note(item);
                 }
             })
             .map_err(|e| format!("state: {e}"))?;

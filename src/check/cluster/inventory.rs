@@ -210,73 +210,72 @@ pub struct Inventory {
     pub unreadable: Unreadable,
 }
 
+/// An item's `apiVersion`, `kind` and name, as messages name it.
+fn identity(item: &Value) -> (String, String, String) {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
+    (text(item.get("apiVersion")), text(item.get("kind")), name)
+}
+
 impl Inventory {
     /// Takes one item of any kind: drain-view kinds are returned as view objects (and also
     /// read here when `check cluster` needs more of them); other kinds it reads are kept here;
     /// the rest are skipped. An item that cannot be read is recorded in
     /// [`Self::unreadable`] and left out.
     pub fn ingest(&mut self, item: Value) -> Option<Object> {
-        self.take(item, true)
+        let (api_version, kind, name) = identity(&item);
+        let read = self.read_item(&item, (&api_version, &kind, &name)).and_then(|()| {
+            ObjectKind::from_type(&api_version, &kind).map(|k| Object::from_value(k, item)).transpose()
+        });
+        read.unwrap_or_else(|e| {
+            self.unreadable.add(&api_version, &kind, &name, e.to_string());
+            None
+        })
     }
 
-    /// [`Self::ingest`] for a caller that keeps its own view: nothing is returned.
-    pub fn note(&mut self, item: Value) {
-        self.take(item, false);
-    }
-
-    fn take(&mut self, item: Value, view_object: bool) -> Option<Object> {
-        let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
-        let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
-        match self.read_item(item, view_object, (&api_version, &kind, &name)) {
-            Ok(o) => o,
-            Err(e) => {
-                self.unreadable.add(&api_version, &kind, &name, e.to_string());
-                None
-            }
+    /// [`Self::ingest`] for a caller that keeps its own view: the item is only read here, in
+    /// place (nothing is copied for the kinds this inventory does not keep).
+    pub fn note(&mut self, item: &Value) {
+        let (api_version, kind, name) = identity(item);
+        if let Err(e) = self.read_item(item, (&api_version, &kind, &name)) {
+            self.unreadable.add(&api_version, &kind, &name, e.to_string());
         }
     }
 
+    /// Reads what the checks keep of one item (drain-view kinds become view objects elsewhere).
     fn read_item(
         &mut self,
-        item: Value,
-        view_object: bool,
+        item: &Value,
         (api_version, kind, name): (&str, &str, &str),
-    ) -> Result<Option<Object>, serde_json::Error> {
+    ) -> Result<(), serde_json::Error> {
+        use serde::Deserialize as _;
         if api_version == LONGHORN_API_VERSION {
             match kind {
-                "Node" => self.nodes.push(serde_json::from_value(item.clone())?),
-                "Volume" => self.volumes.push(serde_json::from_value(item.clone())?),
+                "Node" => self.nodes.push(NodeInfo::deserialize(item)?),
+                "Volume" => self.volumes.push(VolumeInfo::deserialize(item)?),
                 "Setting" => {
                     let value = item.get("value").and_then(Value::as_str).unwrap_or_default();
                     self.settings.insert(name.to_string(), value.to_string());
                     self.setting_objects.push(item.clone());
                 }
                 "BackupTarget" => {
-                    self.backup_targets.push(serde_json::from_value(item)?);
+                    self.backup_targets.push(BackupTargetInfo::deserialize(item)?);
                     self.read.insert("BackupTarget");
-                    return Ok(None);
                 }
                 "RecurringJob" => {
-                    self.recurring_jobs.push(serde_json::from_value(item)?);
+                    self.recurring_jobs.push(RecurringJobInfo::deserialize(item)?);
                     self.read.insert("RecurringJob");
-                    return Ok(None);
                 }
                 "Snapshot" => {
-                    let s: SnapshotItem = serde_json::from_value(item)?;
-                    self.add_snapshot(s);
+                    self.add_snapshot(SnapshotItem::deserialize(item)?);
                     self.read.insert("Snapshot");
-                    return Ok(None);
                 }
                 _ => {}
             }
         } else if api_version == "storage.k8s.io/v1" && kind == "StorageClass" {
             self.storage_classes.push(item.clone());
         }
-        match ObjectKind::from_type(api_version, kind).filter(|_| view_object) {
-            Some(k) => Object::from_value(k, item).map(Some),
-            None => Ok(None),
-        }
+        Ok(())
     }
 
     fn add_snapshot(&mut self, s: SnapshotItem) {
@@ -339,7 +338,7 @@ mod tests {
         assert!(inv.ingest(vol).is_none());
         let snap = json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Snapshot", "metadata": {"name": "s"},
             "status": {"size": "big"}});
-        inv.note(snap);
+        inv.note(&snap);
         assert!(inv.snapshots.is_empty());
         let found = inv.unreadable.findings();
         assert_eq!(found.len(), 2, "{found:?}");

@@ -170,7 +170,7 @@ async fn list_kind(
                     map.entry("kind").or_insert_with(|| Value::from(r.kind));
                 }
                 if objects.is_none() {
-                    inv.note(item);
+                    inv.note(&item);
                 } else {
                     got.extend(inv.ingest(item));
                 }
