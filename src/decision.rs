@@ -144,6 +144,15 @@ impl Decision {
     }
 }
 
+/// `1 volume`, `3 volumes`.
+pub fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 /// Cuts `s` to at most `max` characters, ending in `...` when cut. Newlines become spaces.
 pub fn clip(s: &str, max: usize) -> String {
     let s = s.replace(['\n', '\r'], " ");

@@ -322,7 +322,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
                 say(
                     format!(
                         "numberOfReplicas={n} > {usable} schedulable nodes; {} cannot be placed, so the volume stays or becomes degraded",
-                        count_of(n - usable, "replica")
+                        crate::decision::count(usize::try_from(n - usable).unwrap_or(0), "replica")
                     ),
                     format!("numberOfReplicas={n} > {usable} schedulable nodes: {} unplaceable", n - usable),
                     false,
@@ -396,13 +396,4 @@ pub fn storage_class(
         }
     }
     Ok(decide(findings, policy))
-}
-
-/// `1 replica`, `2 replicas`.
-fn count_of(n: i64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
 }

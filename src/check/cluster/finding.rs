@@ -99,14 +99,7 @@ impl Finding {
     }
 }
 
-/// `1 volume`, `3 volumes`.
-pub fn count(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
-}
+pub use crate::decision::count;
 
 /// Up to `shown` names joined with ", ", then "and N more".
 pub fn some_names<S: AsRef<str>>(names: &[S], shown: usize) -> String {

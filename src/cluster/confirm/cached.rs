@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use super::super::meta::{Meta, KEPT_LABELS};
 use super::super::{readset, ClusterView, Kind, Object, ObjectKind, SharedView};
-use super::labels;
+use super::labels::{self, Labelled};
 use super::selectors::Selector;
 
 /// The watch view and the kinds it holds current for one confirmation.
@@ -48,11 +48,11 @@ impl Cached {
         let keep =
             |m: &Meta| namespace.is_none_or(|ns| m.namespace.as_deref() == Some(ns)) && selector.matches(m);
         let view = self.view.read();
-        let objects = match selector.volumes() {
-            Some(volumes) => by_volume(&view, kind, volumes, &keep)?,
-            None => select(&view, kind, keep),
-        };
-        objects.iter().all(|o| labels::disagreement(o).is_none()).then_some(objects)
+        match selector.volumes() {
+            Some(volumes) => by_volume(&view, kind, volumes, &keep),
+            None => Some(select(&view, kind, keep))
+                .filter(|objects| objects.iter().all(|o| labels::disagreement(o).is_none())),
+        }
     }
 }
 
@@ -67,19 +67,17 @@ fn by_volume(
     volumes: &BTreeSet<String>,
     keep: &dyn Fn(&Meta) -> bool,
 ) -> Option<Vec<Object>> {
-    fn take<'a, T: Clone + 'a>(
+    fn take<'a, T: Labelled + 'a>(
         out: &mut Vec<Object>,
         found: impl Iterator<Item = &'a T>,
-        meta: fn(&T) -> &Meta,
-        disagreement: fn(&T) -> Option<String>,
         keep: &dyn Fn(&Meta) -> bool,
         wrap: fn(Box<T>) -> Object,
     ) -> Option<()> {
         for o in found {
-            if disagreement(o).is_some() {
+            if o.disagreement().is_some() {
                 return None;
             }
-            if keep(meta(o)) {
+            if keep(o.meta()) {
                 out.push(wrap(Box::new(o.clone())));
             }
         }
@@ -88,30 +86,9 @@ fn by_volume(
     let mut out = Vec::new();
     for v in volumes {
         match kind {
-            ObjectKind::Volume => take(
-                &mut out,
-                view.volume(v).into_iter(),
-                |o| &o.metadata,
-                labels::volume,
-                keep,
-                Object::Volume,
-            )?,
-            ObjectKind::Replica => take(
-                &mut out,
-                view.replicas_of_volume(v),
-                |o| &o.metadata,
-                labels::replica,
-                keep,
-                Object::Replica,
-            )?,
-            ObjectKind::Engine => take(
-                &mut out,
-                view.engines_of_volume(v),
-                |o| &o.metadata,
-                labels::engine,
-                keep,
-                Object::Engine,
-            )?,
+            ObjectKind::Volume => take(&mut out, view.volume(v).into_iter(), keep, Object::Volume)?,
+            ObjectKind::Replica => take(&mut out, view.replicas_of_volume(v), keep, Object::Replica)?,
+            ObjectKind::Engine => take(&mut out, view.engines_of_volume(v), keep, Object::Engine)?,
             // Other kinds carry no volume label: scan them as for any selector.
             _ => return Some(select(view, kind, keep)),
         }

@@ -1,8 +1,9 @@
 //! A confirmation finds objects by their `longhornnode` and `longhornvolume` labels; the drain
 //! analysis places them by `spec.nodeID` and `spec.volumeName` (the labels only stand in for an
 //! empty field). Longhorn writes the labels from those fields on every create and update
-//! (`longhornnode` in its datastore, `longhornvolume` in its mutating webhook), so they agree; where one does not (a hand edit, another writer), label reads could
-//! miss an object the analysis would count, and the confirmation refuses to decide.
+//! (`longhornnode` in its datastore, `longhornvolume` in its mutating webhook), so they agree;
+//! where one does not (a hand edit, another writer), label reads could miss an object the
+//! analysis would count, and the confirmation refuses to decide.
 
 use crate::cluster::meta::Meta;
 use crate::cluster::{Engine, Object, Replica, Volume, LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL};
@@ -10,32 +11,47 @@ use crate::cluster::{Engine, Object, Replica, Volume, LONGHORN_NODE_LABEL, LONGH
 /// Why `o`'s labels cannot be trusted to find it as its spec places it, or `None` when they can.
 pub fn disagreement(o: &Object) -> Option<String> {
     match o {
-        Object::Replica(r) => replica(r),
-        Object::Engine(e) => engine(e),
-        Object::Volume(v) => volume(v),
+        Object::Replica(r) => r.disagreement(),
+        Object::Engine(e) => e.disagreement(),
+        Object::Volume(v) => v.disagreement(),
         _ => None,
     }
 }
 
-/// [`disagreement`] of a replica.
-pub fn replica(r: &Replica) -> Option<String> {
-    instance("replica", &r.metadata, &r.spec.node_id, &r.spec.volume_name)
+/// A kind a confirmation reads per volume: found by its labels, placed by its spec.
+pub trait Labelled: Clone {
+    fn meta(&self) -> &Meta;
+    /// [`disagreement`] of this object.
+    fn disagreement(&self) -> Option<String>;
 }
 
-/// [`disagreement`] of an engine.
-pub fn engine(e: &Engine) -> Option<String> {
-    instance("engine", &e.metadata, &e.spec.node_id, &e.spec.volume_name)
+impl Labelled for Replica {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn disagreement(&self) -> Option<String> {
+        instance("replica", &self.metadata, &self.spec.node_id, &self.spec.volume_name)
+    }
 }
 
-/// [`disagreement`] of a volume: its `longhornvolume` label is its name.
-pub fn volume(v: &Volume) -> Option<String> {
-    field(
-        "volume",
-        &v.metadata,
-        "name",
-        LONGHORN_VOLUME_LABEL,
-        v.metadata.name.as_deref().unwrap_or_default(),
-    )
+impl Labelled for Engine {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn disagreement(&self) -> Option<String> {
+        instance("engine", &self.metadata, &self.spec.node_id, &self.spec.volume_name)
+    }
+}
+
+/// A volume's `longhornvolume` label is its name.
+impl Labelled for Volume {
+    fn meta(&self) -> &Meta {
+        &self.metadata
+    }
+    fn disagreement(&self) -> Option<String> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        field("volume", &self.metadata, "name", LONGHORN_VOLUME_LABEL, name)
+    }
 }
 
 fn instance(what: &str, meta: &Meta, node: &str, volume: &str) -> Option<String> {
