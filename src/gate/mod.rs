@@ -5,6 +5,7 @@
 //! under `/sys/class/net`. Exit 0 when ready, 1 at the deadline, 2 on bad arguments.
 //! Pure parsing and checks live in [`status`]; reading the API server and files in [`source`].
 
+pub mod kubelet_file;
 pub mod source;
 pub mod status;
 

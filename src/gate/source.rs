@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
-use super::status::parse_kubelet_map;
+use super::kubelet_file::parse_kubelet_map;
 
 /// Reads one pod's annotations from the API server.
 #[derive(Clone)]

@@ -1,6 +1,7 @@
 //! The checks, one function per identifier, grouped by what they read.
 
 pub mod backups;
+pub mod jobs;
 pub mod nodes;
 pub mod volumes;
 
@@ -23,7 +24,7 @@ pub fn run_all(
     out.extend(nodes::node_conditions(inv));
     out.extend(nodes::disk_space(inv));
     out.extend(backups::backup_target(inv));
-    out.extend(backups::recurring_jobs(inv));
+    out.extend(jobs::recurring_jobs(inv));
     out.extend(backups::snapshot_retention(inv));
     out.extend(volumes::replica_count(inv, view, policy));
     out.extend(volumes::volume_health(inv, view, policy, now));
