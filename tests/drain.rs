@@ -483,6 +483,32 @@ fn detached_single_stopped_replica_denies_by_default_and_allows_when_relaxed() {
 }
 
 #[test]
+fn volume_attached_without_a_workload_is_not_told_to_move_one() {
+    // Longhorn attached vol-healthy by itself (a backup of a detached volume, a replica
+    // eviction): no pod uses it, so "move its workload" cannot help.
+    let mut s = State::base();
+    s.remove("Volume", "vol-detached");
+    s.remove("Replica", "vol-detached-r-b1c2d3e4");
+    for empty in [json!(null), json!([])] {
+        s.get("Volume", "vol-healthy")["status"]["kubernetesStatus"]["workloadsStatus"] = empty.clone();
+        let d = drain(&s, "node-2");
+        assert_denied_429(&d);
+        assert!(
+            message(&d).contains(
+                "- vol-healthy: attached to node-2 (engine running); no pod uses it (Longhorn attached it for a backup, a snapshot or a replica eviction and detaches it when done, or it was attached from the Longhorn UI): wait for the detach, or detach it in Longhorn"
+            ),
+            "{empty}: {}",
+            message(&d)
+        );
+    }
+    // Without the field (an object Longhorn did not write) nothing is known: the usual remedy.
+    let v = s.get("Volume", "vol-healthy");
+    v["status"]["kubernetesStatus"].as_object_mut().unwrap().remove("workloadsStatus");
+    assert!(message(&drain(&s, "node-2"))
+        .contains("move its workload (PVC default/data-postgres-0) off node-2 first"));
+}
+
+#[test]
 fn volume_attached_on_the_node_denies() {
     let mut s = State::base();
     s.remove("Volume", "vol-detached");

@@ -512,7 +512,10 @@ async fn readyz_is_503_while_the_view_is_not_synced() {
     assert_eq!(request(addr, &client, "GET", "/healthz", vec![]).await.unwrap().status, 200);
     let m = request(addr, &client, "GET", "/metrics", vec![]).await.unwrap().text();
     assert!(m.contains("longhorn_guard_cluster_view_synced 0"), "{m}");
-    view.update(|v| v.mark_synced(std::time::SystemTime::now()));
+    view.update(|v| {
+        v.touch(std::time::SystemTime::now());
+        v.mark_synced()
+    });
     assert_eq!(request(addr, &client, "GET", "/readyz", vec![]).await.unwrap().status, 200);
     handle.shutdown();
     assert!(handle.stopped().await);

@@ -6,8 +6,8 @@
 //!
 //! While a watch is broken the view is stale: the eviction that fresh data allows is denied
 //! with 429 "could not confirm" (the confirmation reads fail too), an unsafe one is still
-//! denied for what it is. After the API server is back, each kind is current again at its next
-//! event or relist, and decisions rest on what the API server holds, including changes made
+//! denied for what it is. After the API server is back, each kind is current again once it is
+//! listed again (its resumed watch's first event, or a quiet spell, starts the list), and decisions rest on what the API server holds, including changes made
 //! while longhorn-guard could not see them.
 
 mod support;
@@ -238,10 +238,10 @@ async fn crash_and_resume(api: &WatchApi, guard: &Guard) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resumed_watch_is_trusted_again_at_its_next_event() {
+async fn a_resumed_watch_is_listed_again_at_its_first_event() {
     let (s, items) = cluster();
     let api = WatchApi::start(items).await;
-    // Quiet resumed watches are never listed again here: only the event can end the spell.
+    // Quiet resumed watches are never listed again here: only an event can start the list.
     let guard = Guard::start(&api, Duration::from_secs(3600)).await;
     let mark = crash_and_resume(&api, &guard).await;
     until("the volume watch resumed", || {
@@ -251,8 +251,10 @@ async fn a_resumed_watch_is_trusted_again_at_its_next_event() {
     let mut volume = s.objects(Group::Volume).next().unwrap();
     volume["metadata"]["annotations"] = json!({"e2e": "touched"});
     api.modify(volume);
+    // The event may be the first of a replayed burst: the kind is current again only through
+    // a list that the event starts.
     until("volumes current again", || !guard.failing().contains(&"volumes.longhorn.io")).await;
-    assert_eq!(lists_of(VOLUMES, &api.requests()[mark..]), 0, "current through the event, not a list");
+    assert!(lists_of(VOLUMES, &api.requests()[mark..]) >= 1, "current through a list, not the event");
     assert!(guard.failing().contains(&"replicas.longhorn.io"), "the quiet kinds stay stale");
     // Stale still: the allow rests on confirmation reads, which the API server answers.
     let (a, lists) = guard.evict_reading(&api, STORAGE_NODE).await;

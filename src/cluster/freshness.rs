@@ -117,23 +117,16 @@ impl ClusterView {
     }
 
     /// Records that the watch of `kind` failed: until the kind is relisted
-    /// ([`ClusterView::replace_kind`]) or its resumed watch delivers an event
-    /// ([`ClusterView::note_watch_recovered`]) the view may lack events and is not fresh,
-    /// however recently it received data.
+    /// ([`ClusterView::replace_kind`], [`ClusterView::apply_relist`]) the view may lack events
+    /// and is not fresh, however recently it received data.
     pub fn note_watch_failed(&mut self, kind: ObjectKind) {
         self.failing.insert(kind);
     }
 
-    /// Records that the watch of `kind` delivered an event after a failure: it resumed from
-    /// its resource version, so the stream is continuous and the kind current again.
-    pub fn note_watch_recovered(&mut self, kind: ObjectKind) {
-        self.failing.remove(&kind);
-    }
-
-    /// Records that the view holds a complete initial list of every kind.
-    pub fn mark_synced(&mut self, now: SystemTime) {
+    /// Records that the view holds a complete initial list of every kind. Each kind keeps the
+    /// time its own data arrived: a kind listed early is as old as its list.
+    pub fn mark_synced(&mut self) {
         self.synced = true;
-        self.touch(now);
     }
 
     /// Records that data for every kind arrived at `now` (a snapshot or a confirmation read).
@@ -178,7 +171,8 @@ mod tests {
         let now = SystemTime::now();
         let bound = Duration::from_secs(5);
         let mut v = ClusterView::new(Source::Watch);
-        v.mark_synced(now);
+        v.touch(now);
+        v.mark_synced();
         let f = v.freshness();
         assert!(f.monotonic_age.is_some_and(|a| a < bound), "{f:?}");
         assert!(f.is_fresh(now, bound));
@@ -189,7 +183,8 @@ mod tests {
         assert!(!stepped.is_fresh(now, bound));
         // A snapshot is the truth however long ago it was loaded.
         let mut snap = ClusterView::new(Source::Snapshot("s".into()));
-        snap.mark_synced(now);
+        snap.touch(now);
+        snap.mark_synced();
         assert_eq!(snap.freshness().monotonic_age, None);
     }
 }

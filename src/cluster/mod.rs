@@ -21,6 +21,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod watch;
 pub mod watched;
+mod workloads;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -119,7 +120,8 @@ impl ClusterView {
             view.put(o, now);
         }
         view.flush_indexes();
-        view.mark_synced(now);
+        view.touch(now);
+        view.mark_synced();
         view
     }
 

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub use super::kinds::{Object, ObjectKind};
 pub use super::meta::{Meta, Present, SmallMap};
 pub use super::name::Name;
+pub use super::workloads::Workloads;
 
 /// The API group/version of every Longhorn custom resource longhorn-guard reads.
 pub const LONGHORN_API_VERSION: &str = "longhorn.io/v1beta2";
@@ -125,6 +126,8 @@ pub struct KubernetesStatus {
     pub namespace: Name,
     pub pvc_name: Name,
     pub pv_name: Name,
+    #[serde(rename = "workloadsStatus", skip_serializing)]
+    pub workloads: Workloads,
 }
 
 /// `longhorn.io/v1beta2` Replica.

@@ -13,10 +13,11 @@
 //! confirmed with consistent reads, whatever the view's age. The watcher retries after
 //! [`RETRY_MIN`], doubling up to [`RETRY_MAX`], and resumes from the resource version it had,
 //! so no event is lost: the API server replays what it missed, or answers `410 Gone` when it
-//! no longer has those events, and then the kind is listed again at once. The kind is current
-//! again at its next event (the resumed stream is continuous) or completed list. A resumed
-//! watch that stays quiet for [`RECHECK_AFTER`] gives no such proof, so the kind is then
-//! listed again. Errors are counted in `longhorn_guard_watch_errors_total` by kind and reason
+//! no longer has those events, and then the kind is listed again at once. The replay comes in
+//! a burst with no marker where it ends, so the resumed watch's first event (the API server
+//! answers again) starts a list of the kind too, and only a completed list makes a failing
+//! kind current again. A resumed watch that stays quiet for [`RECHECK_AFTER`] is listed again
+//! as well. Errors are counted in `longhorn_guard_watch_errors_total` by kind and reason
 //! (`gone` for 410, `error` otherwise).
 
 use std::collections::BTreeSet;
@@ -106,6 +107,15 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
         /// A restart that repeats within `recheck_after` waits until then.
         restart_at: Option<tokio::time::Instant>,
     }
+    impl<T: Lean> State<T> {
+        /// Schedules the next start of the watcher (after `inner` was dropped): at once, or
+        /// `recheck_after` after the last restart when restarts repeat.
+        fn restart_paced(&mut self, now: tokio::time::Instant, recheck_after: Duration) {
+            let recent = self.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
+            self.restart_at = self.gone_at.filter(|_| recent).map(|t| t + recheck_after);
+            self.gone_at = Some(now);
+        }
+    }
     let start = State { api, inner: None, failed_at: None, gone_at: None, restart_at: None };
     stream::unfold(start, move |mut st| async move {
         loop {
@@ -148,7 +158,19 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
             };
             match next {
                 Some(Ok(event)) => {
-                    st.failed_at = None;
+                    let resumed =
+                        st.failed_at.take().is_some() && matches!(event, Event::Apply(_) | Event::Delete(_));
+                    if resumed {
+                        // The API server answers again. The resumed stream replays what the
+                        // watch missed, in a burst with no marker where the burst ends, so its
+                        // first event does not make the kind current: a list does.
+                        tracing::info!(
+                            kind = kind.display(),
+                            "watch resumed after its error; listing the kind again"
+                        );
+                        st.inner = None;
+                        st.restart_paced(tokio::time::Instant::now(), recheck_after);
+                    }
                     return Some(((kind, Ok(event)), st));
                 }
                 Some(Err(e)) => {
@@ -162,11 +184,9 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
                         st.gone_at = Some(now);
                     } else if loses_events(&e) {
                         // The stream goes on past an event it could not read: the kind's state is
-                        // unknown until it is listed again, so the watcher starts over (at once,
-                        // or `recheck_after` after the last restart if they repeat).
+                        // unknown until it is listed again, so the watcher starts over.
                         st.inner = None;
-                        st.restart_at = st.gone_at.filter(|_| recent).map(|t| t + recheck_after);
-                        st.gone_at = Some(now);
+                        st.restart_paced(now, recheck_after);
                     }
                     return Some(((kind, Err(e)), st));
                 }
@@ -269,7 +289,7 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
                         v.note_unreadable(kind, name);
                     }
                     if first && all_listed {
-                        v.mark_synced(now);
+                        v.mark_synced();
                     }
                     v.freshness().failing.len()
                 });
@@ -293,25 +313,20 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
                     crate::heap::release_soon();
                 }
             }
-            // An event on a resumed watch: the stream is continuous from the resource version
-            // the watch had, so the kind is current again.
+            // A kind whose watch failed stays failing through the events of its resumed watch
+            // (the replay of what it missed has no end marker) until its list completes.
             Event::Apply(item) => match readable(kind, item) {
-                Ok(obj) => view.update(|v| {
-                    v.upsert(obj, now);
-                    v.note_watch_recovered(kind);
-                }),
+                Ok(obj) => view.update(|v| v.upsert(obj, now)),
                 // Keep the last readable version; allows are confirmed until this clears.
                 Err(name) => view.update(|v| {
                     v.note_unreadable(kind, &name);
                     v.touch_kind(kind, now);
-                    v.note_watch_recovered(kind);
                 }),
             },
             Event::Delete(item) => {
                 view.update(|v| {
                     v.remove(kind, item.namespace.as_deref(), &item.name);
                     v.touch_kind(kind, now);
-                    v.note_watch_recovered(kind);
                 });
             }
         }
@@ -402,7 +417,7 @@ mod tests {
         for kind in ObjectKind::ALL {
             v.replace_kind(kind, Vec::new(), now);
         }
-        v.mark_synced(now);
+        v.mark_synced();
         let bound = std::time::Duration::from_secs(5);
         assert!(v.freshness().is_fresh(now, bound));
         v.note_unreadable(ObjectKind::Replica, "r1");
@@ -422,7 +437,7 @@ mod tests {
         for kind in ObjectKind::ALL {
             v.replace_kind(kind, Vec::new(), t0);
         }
-        v.mark_synced(t0);
+        v.mark_synced();
         // Every kind but Replica keeps receiving events; the replica watch is broken.
         let later = t0 + std::time::Duration::from_secs(60);
         for kind in ObjectKind::ALL.into_iter().filter(|k| *k != ObjectKind::Replica) {
@@ -449,7 +464,7 @@ mod tests {
         for kind in ObjectKind::ALL {
             v.replace_kind(kind, Vec::new(), now);
         }
-        v.mark_synced(now);
+        v.mark_synced();
         assert!(v.freshness().is_fresh(now, bound));
         v.note_watch_failed(ObjectKind::Replica);
         v.note_watch_failed(ObjectKind::Node);
@@ -461,10 +476,32 @@ mod tests {
         v.upsert(replica("r1", "n1"), now);
         v.touch(now);
         assert!(!v.freshness().is_fresh(now, bound));
-        // A completed relist does; so does an event on the resumed watch.
+        // Only a completed relist does.
         v.replace_kind(ObjectKind::Replica, vec![replica("r1", "n1")], now);
         assert_eq!(v.freshness().failing, ["nodes"]);
-        v.note_watch_recovered(ObjectKind::Node);
+        v.replace_kind(ObjectKind::Node, Vec::new(), now);
         assert!(v.freshness().is_fresh(now, bound));
+    }
+
+    #[test]
+    fn a_kind_listed_early_in_the_first_sync_keeps_the_age_of_its_list() {
+        // Nodes finish their list at t0 and hear nothing more; the other kinds finish 10 s
+        // later, which completes the sync. The nodes' data is 10 s old, not new.
+        let t0 = SystemTime::now() - Duration::from_secs(10);
+        let synced_at = t0 + Duration::from_secs(10);
+        let bound = Duration::from_secs(5);
+        let mut v = ClusterView::new(Source::Watch);
+        v.replace_kind(ObjectKind::Node, Vec::new(), t0);
+        for kind in ObjectKind::ALL.into_iter().filter(|k| *k != ObjectKind::Node) {
+            v.replace_kind(kind, Vec::new(), synced_at);
+        }
+        v.mark_synced();
+        let f = v.freshness();
+        assert!(f.synced);
+        assert_eq!(f.age(synced_at), Some(Duration::from_secs(10)));
+        assert!(!f.is_fresh(synced_at, bound));
+        let current = v.current_kinds(synced_at, bound);
+        assert!(!current.contains(&ObjectKind::Node), "{current:?}");
+        assert_eq!(current.len(), ObjectKind::ALL.len() - 1, "{current:?}");
     }
 }

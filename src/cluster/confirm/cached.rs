@@ -19,13 +19,16 @@ use super::selectors::Selector;
 pub struct Cached {
     view: SharedView,
     kinds: BTreeSet<ObjectKind>,
+    max_age: Duration,
 }
 
 impl Cached {
-    /// The kinds of `view` current at `now` under `max_age`, fixed for this confirmation.
+    /// The kinds of `view` current at `now` under `max_age` when this confirmation begins; a
+    /// read is answered from the view only if its kind is among them and still current when
+    /// the read is.
     pub fn current(view: &SharedView, now: SystemTime, max_age: Duration) -> Self {
         let kinds = view.read().current_kinds(now, max_age);
-        Self { view: view.clone(), kinds }
+        Self { view: view.clone(), kinds, max_age }
     }
 
     /// The kinds answered from the view.
@@ -34,7 +37,7 @@ impl Cached {
     }
 
     /// The objects a LIST of `kind` with `selector` would return, from the view; `None` when
-    /// the kind is not current, the selector names a label the view does not keep, or an object
+    /// the kind is not current (then or now), the selector names a label the view does not keep, or an object
     /// the read concerns has labels that disagree with its spec ([`super::labels`]): then the
     /// API server is asked (and the last refuses the confirmation).
     pub fn list(&self, kind: ObjectKind, selector: Option<&Selector>) -> Option<Vec<Object>> {
@@ -48,6 +51,11 @@ impl Cached {
         let keep =
             |m: &Meta| namespace.is_none_or(|ns| m.namespace.as_deref() == Some(ns)) && selector.matches(m);
         let view = self.view.read();
+        // A watch that failed (or went quiet) since the confirmation began no longer vouches for
+        // its kind: the API server is asked instead.
+        if !view.current_kinds(SystemTime::now(), self.max_age).contains(&kind) {
+            return None;
+        }
         match selector.volumes() {
             Some(volumes) => by_volume(&view, kind, volumes, &keep),
             None => Some(select(&view, kind, keep))
@@ -126,10 +134,30 @@ fn select(view: &ClusterView, kind: ObjectKind, keep: impl Fn(&Meta) -> bool) ->
 
 #[cfg(test)]
 mod tests {
+    use super::Cached;
     use crate::cluster::meta::KEPT_LABELS;
     use crate::cluster::{
-        COMPONENT_LABEL, INSTANCE_MANAGER_NODE_LABEL, LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL,
+        ClusterView, ObjectKind, SharedView, Source, COMPONENT_LABEL, INSTANCE_MANAGER_NODE_LABEL,
+        LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL,
     };
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn a_kind_whose_watch_fails_during_the_confirmation_is_no_longer_answered_from_the_view() {
+        let now = SystemTime::now();
+        let mut v = ClusterView::new(Source::Watch);
+        for kind in ObjectKind::ALL {
+            v.replace_kind(kind, Vec::new(), now);
+        }
+        v.mark_synced();
+        let view = SharedView::new(v);
+        let cached = Cached::current(&view, now, Duration::from_secs(5));
+        assert!(cached.kinds().contains(&ObjectKind::Replica));
+        assert_eq!(cached.list(ObjectKind::Replica, None).map(|o| o.len()), Some(0));
+        view.update(|v| v.note_watch_failed(ObjectKind::Replica));
+        assert!(cached.list(ObjectKind::Replica, None).is_none(), "asked of the API server");
+        assert!(cached.list(ObjectKind::Volume, None).is_some(), "the other kinds are still current");
+    }
 
     #[test]
     fn the_view_keeps_every_label_a_confirmation_selects_on() {

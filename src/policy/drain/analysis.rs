@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use crate::cluster::{annotation, ClusterView, Engine, Replica, Volume};
+use crate::cluster::{annotation, ClusterView, Engine, Replica, Volume, Workloads};
 use crate::policy::Policy;
 
 use super::instances::{node_instances, InstanceKind, UnmappedInstance};
@@ -217,6 +217,8 @@ fn analyze_volume(
             .unwrap_or_default();
         remedy = if wording::is_strict_local(vol) {
             wording::strict_local_remedy(node)
+        } else if vol.is_some_and(|v| v.status.kubernetes_status.workloads == Workloads::None) {
+            wording::NO_WORKLOAD_REMEDY.to_string()
         } else {
             format!("move its workload{pvc} off {node} first")
         };

@@ -21,6 +21,10 @@ pub(super) fn strict_local_remedy(node: &str) -> String {
     )
 }
 
+/// The remedy for a volume attached on the drained node that Longhorn lists no workload for
+/// (`workloadsStatus` empty): moving a workload cannot detach it.
+pub(super) const NO_WORKLOAD_REMEDY: &str = "no pod uses it (Longhorn attached it for a backup, a snapshot or a replica eviction and detaches it when done, or it was attached from the Longhorn UI): wait for the detach, or detach it in Longhorn";
+
 /// True when some replica elsewhere is healthy and does not protect only because its own node
 /// is being drained (cordoned, tainted for removal, deleted): the one on the drained node is
 /// then not the last healthy copy.
