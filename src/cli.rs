@@ -82,6 +82,36 @@ pub fn unset_blank_env() {
     }
 }
 
+/// The environment variables a command-line flag overrides beyond its own: the serving
+/// certificate is named one way or the other (`--tls-dir`, or `--tls-cert` and `--tls-key`),
+/// and a flag of one way wins over the variables of the other, as every flag wins over its own
+/// variable. (Only both ways on the command line, or both in the environment, are a usage
+/// error.)
+pub fn env_overridden_by_flags(args: &[std::ffi::OsString]) -> Vec<&'static str> {
+    let given = |flag: &str| {
+        args.iter()
+            .filter_map(|a| a.to_str())
+            .any(|a| a == flag || a.strip_prefix(flag).is_some_and(|rest| rest.starts_with('=')))
+    };
+    let mut out = Vec::new();
+    if given("--tls-dir") {
+        out.extend(["LONGHORN_GUARD_TLS_CERT", "LONGHORN_GUARD_TLS_KEY"]);
+    }
+    if given("--tls-cert") || given("--tls-key") {
+        out.push("LONGHORN_GUARD_TLS_DIR");
+    }
+    out
+}
+
+/// Removes the variables [`env_overridden_by_flags`] names for this process's command line.
+/// Call before parsing, while the process has one thread.
+pub fn unset_env_overridden_by_flags() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    for var in env_overridden_by_flags(&args) {
+        std::env::remove_var(var);
+    }
+}
+
 /// A `--log-level` filter the logger accepts: a typo is a usage error, not silently `info`.
 fn log_filter(s: &str) -> Result<String, String> {
     tracing_subscriber::EnvFilter::try_new(s)
@@ -129,4 +159,23 @@ fn init_logging(format: LogFormat, filter: &str) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tls_flag_of_one_way_overrides_the_variables_of_the_other() {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            env_overridden_by_flags(&args(&["serve", "--tls-cert", "c", "--tls-key=k"])),
+            ["LONGHORN_GUARD_TLS_DIR"]
+        );
+        assert_eq!(
+            env_overridden_by_flags(&args(&["serve", "--tls-dir=/certs"])),
+            ["LONGHORN_GUARD_TLS_CERT", "LONGHORN_GUARD_TLS_KEY"]
+        );
+        assert!(env_overridden_by_flags(&args(&["serve", "--tls-directory", "x", "--state", "s"])).is_empty());
+    }
 }

@@ -1,5 +1,6 @@
 //! Bounded log fields: a request-supplied string is cut to a fixed length with a marker, so
-//! no request can make a log line longer than a few kilobytes.
+//! no request can make a log line longer than a few kilobytes, and its control characters are
+//! escaped (`\n`, `\u{1b}`), so no request can start a log line of its own.
 
 use std::borrow::Cow;
 
@@ -14,16 +15,48 @@ pub fn clip(s: &str) -> Cow<'_, str> {
 }
 
 /// `s` unchanged when at most `max` bytes; otherwise its first `max` bytes (at a character
-/// boundary) followed by `…[+N bytes]`, N the number of bytes cut.
+/// boundary) followed by `…[+N bytes]`, N the number of bytes cut. Either way, control
+/// characters and Unicode line and paragraph separators in what is kept are escaped.
 pub fn clip_to(s: &str, max: usize) -> Cow<'_, str> {
-    if s.len() <= max {
+    let (kept, cut) = if s.len() <= max {
+        (s, 0)
+    } else {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        (&s[..end], s.len() - end)
+    };
+    let kept = escape_controls(kept);
+    if cut == 0 {
+        return kept;
+    }
+    Cow::Owned(format!("{kept}…[+{cut} bytes]"))
+}
+
+/// True for a character that could break a log line or a terminal: C0/C1 controls (newline,
+/// carriage return, escape, ...) and U+2028 / U+2029.
+fn breaks_lines(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// `s` with each character of [`breaks_lines`] written as an escape: `\n`, `\r`, `\t`, else
+/// `\u{hex}`.
+fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(breaks_lines) {
         return Cow::Borrowed(s);
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if breaks_lines(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
     }
-    Cow::Owned(format!("{}…[+{} bytes]", &s[..end], s.len() - end))
+    Cow::Owned(out)
 }
 
 /// The text of a panic payload (`panic!` with a literal or a formatted message), for a log field.
@@ -51,5 +84,21 @@ mod tests {
         let wide = "é".repeat(100); // 200 bytes
         let cut = clip_to(&wide, 5);
         assert_eq!(cut, "éé…[+196 bytes]");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_so_a_field_stays_on_its_line() {
+        let forged =
+            "PATCH\n2026-12-01T00:00:00Z  WARN admission allowed by operator override\r\t\u{1b}[31m\u{2028}";
+        let got = clip(forged);
+        assert_eq!(
+            got,
+            "PATCH\\n2026-12-01T00:00:00Z  WARN admission allowed by operator override\\r\\t\\u{1b}[31m\\u{2028}"
+        );
+        assert!(!got.chars().any(breaks_lines));
+        // Plain text is borrowed as it is; a cut string is escaped and counts the original bytes.
+        assert!(matches!(clip("node-1"), Cow::Borrowed(_)));
+        let long = format!("a\nb{}", "x".repeat(200));
+        assert_eq!(clip_to(&long, 4), "a\\nbx…[+199 bytes]");
     }
 }

@@ -42,8 +42,15 @@ fn a_blank_client_ca_or_tls_variable_is_still_an_error() {
         for blank in ["", "  "] {
             let mut cmd = Command::new(BIN);
             cmd.args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO]);
-            if var != "LONGHORN_GUARD_TLS_DIR" {
-                cmd.arg("--tls-dir").arg(certs.path());
+            match var {
+                "LONGHORN_GUARD_TLS_DIR" => {}
+                // A --tls-dir flag would override the --tls-cert variable (flag wins).
+                "LONGHORN_GUARD_TLS_CERT" => {
+                    cmd.env("LONGHORN_GUARD_TLS_KEY", certs.path().join("tls.key"));
+                }
+                _ => {
+                    cmd.arg("--tls-dir").arg(certs.path());
+                }
             }
             let out = cmd.env(var, blank).output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
@@ -110,4 +117,58 @@ fn serve_refuses_the_snapshots_review_refuses_with_or_without_checks() {
             assert!(err.contains("state: ") && err.contains(why), "serve {name} {interval}: {err}");
         }
     }
+}
+
+#[test]
+fn a_listen_address_that_is_not_ip_and_port_is_a_usage_error() {
+    let certs = tempfile::tempdir().unwrap();
+    for bad in ["nope", "localhost:8443", "127.0.0.1"] {
+        let out = Command::new(BIN)
+            .args(["serve", "--state", DEMO, "--listen", bad, "--tls-dir"])
+            .arg(certs.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--listen") && err.contains("not an IP address and port"), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_tls_flag_wins_over_the_variables_of_the_other_way() {
+    // The variables name one way, the flags the other: the flags are used (here, files that do
+    // not exist, so the error names them), not refused as conflicting.
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    type Case<'a> = (&'a [(&'a str, String)], Vec<String>, String);
+    let cases: [Case; 2] = [
+        (
+            &[("LONGHORN_GUARD_TLS_DIR", path("env-dir"))],
+            vec!["--tls-cert".into(), path("flag.crt"), "--tls-key".into(), path("flag.key")],
+            path("flag.crt"),
+        ),
+        (
+            &[("LONGHORN_GUARD_TLS_CERT", path("env.crt")), ("LONGHORN_GUARD_TLS_KEY", path("env.key"))],
+            vec!["--tls-dir".into(), path("flag-dir")],
+            path("flag-dir"),
+        ),
+    ];
+    for (env, flags, named) in cases {
+        let out = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO])
+            .args(&flags)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {err}");
+        assert!(err.contains(&named) && !err.contains("cannot be used with"), "{flags:?}: {err}");
+    }
+    // Both ways on the command line stay a usage error.
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO, "--tls-dir", "d", "--tls-cert", "c"])
+        .args(["--tls-key", "k"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

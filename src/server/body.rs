@@ -24,6 +24,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 const MAX_DRAIN_BYTES: u64 = 64 * 1024 * 1024;
 /// How long draining a body past the limit waits for its next piece before the 413 is sent.
 const DRAIN_PAUSE: Duration = Duration::from_secs(1);
+/// The longest a body past the limit is drained in all: a client that trickles it gets the 413
+/// then, not at the request deadline.
+const DRAIN_FOR: Duration = Duration::from_secs(2);
+/// The most memory reserved for a body before it arrives (its declared length, up to this):
+/// the buffer grows as the bytes come, so a large `Content-Length` alone reserves nothing big.
+const MAX_RESERVE: u64 = 64 * 1024;
 
 /// The KiB of request bodies in flight at once.
 #[derive(Debug, Clone)]
@@ -82,7 +88,8 @@ pub async fn read_body(
 ) -> Result<(Bytes, BodyShare), BodyError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let mut buf: Vec<u8> = Vec::with_capacity(declared.filter(|n| *n <= max).unwrap_or(0) as usize);
+    let reserve = declared.filter(|n| *n <= max).unwrap_or(0).min(MAX_RESERVE);
+    let mut buf: Vec<u8> = Vec::with_capacity(reserve as usize);
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
     // A client that waits for `100 Continue` before sending gets the 413 instead: polling the
@@ -94,16 +101,20 @@ pub async fn read_body(
     if too_large && expects_continue {
         return Err(BodyError::TooLarge);
     }
+    let mut drain_until = too_large.then(|| tokio::time::Instant::now() + DRAIN_FOR);
     loop {
-        // Once the answer is a 413, the rest is drained only while it keeps coming: a client
-        // that declared more than it sends gets the 413 now, not at the request deadline.
-        let next = if too_large {
-            match tokio::time::timeout(DRAIN_PAUSE, body.frame()).await {
-                Ok(next) => next,
-                Err(_) => break,
+        // Once the answer is a 413, the rest is drained only while it keeps coming, and for
+        // [`DRAIN_FOR`] at most: a client that declared more than it sends, or trickles it,
+        // gets the 413 now, not at the request deadline.
+        let next = match drain_until {
+            Some(until) => {
+                let pause = (tokio::time::Instant::now() + DRAIN_PAUSE).min(until);
+                match tokio::time::timeout_at(pause, body.frame()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                }
             }
-        } else {
-            body.frame().await
+            None => body.frame().await,
         };
         let Some(frame) = next else { break };
         let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
@@ -111,6 +122,7 @@ pub async fn read_body(
         total += data.len() as u64;
         if total > max && !too_large {
             too_large = true;
+            drain_until = Some(tokio::time::Instant::now() + DRAIN_FOR);
             buf = Vec::new();
         }
         if too_large {
@@ -183,6 +195,34 @@ mod tests {
         let (h, b) = body(9 * 1024);
         assert!(matches!(read_body(&h, b, 8 * 1024, &budget).await, Err(BodyError::TooLarge)));
         assert_eq!(budget.available_kib(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_huge_declared_length_reserves_nothing_big() {
+        // Within a limit an operator raised very high, a client declares a terabyte and sends
+        // two bytes: the server answers, it does not try to reserve the terabyte.
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, "999999999999".parse().unwrap());
+        let max = 1_000_000_000_000;
+        let budget = BodyBudget::new(max);
+        let (bytes, _share) = read_body(&h, Body::from("{}"), max, &budget).await.ok().unwrap();
+        assert_eq!(&bytes[..], b"{}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_past_the_limit_sent_slowly_gets_its_413_within_the_drain_bound() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_LENGTH, "8000000".parse().unwrap());
+        // 100 bytes every 500 ms, for ever.
+        let trickle = futures::stream::unfold((), |_| async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            Some((Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 100])), ()))
+        });
+        let started = tokio::time::Instant::now();
+        let budget = BodyBudget::new(8 * 1024);
+        let got = read_body(&h, Body::from_stream(trickle), 8 * 1024, &budget).await;
+        assert!(matches!(got, Err(BodyError::TooLarge)));
+        assert!(started.elapsed() <= DRAIN_FOR + Duration::from_millis(500), "{:?}", started.elapsed());
     }
 
     #[tokio::test]

@@ -45,9 +45,9 @@ pub struct ServeArgs {
     /// Private key of --tls-cert (PEM), instead of --tls-dir; needs --tls-cert.
     #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0:8443", env = "LONGHORN_GUARD_LISTEN")]
-    pub listen: String,
+    /// Address to listen on (IP and port: `0.0.0.0:8443`, `[::]:8443`).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443", value_parser = listen_addr, env = "LONGHORN_GUARD_LISTEN")]
+    pub listen: SocketAddr,
     /// Cluster snapshot file; without it the view is filled from live watches.
     #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_STATE")]
     pub state: Option<PathBuf>,
@@ -109,6 +109,11 @@ pub struct ServeArgs {
     /// and push memory towards the limit.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONFIRMATIONS")]
     pub max_confirmations: u32,
+}
+
+/// An `IP:port` to listen on: a host name or a missing port is a usage error (exit 2).
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|e| format!("not an IP address and port like 0.0.0.0:8443 or [::]:8443 ({e})"))
 }
 
 /// A duration longer than zero: a zero timeout or reload interval would make the server
@@ -308,10 +313,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             )
         }
     };
-    let listen: SocketAddr = args
-        .listen
-        .parse()
-        .map_err(|e| format!("--listen {:?} is not an address like 0.0.0.0:8443: {e}", args.listen))?;
+    let listen = args.listen;
     let policy = Arc::new(Policy::load(args.policy.as_deref()).map_err(|e| format!("policy: {e}"))?);
     let (admitter, watches) = match &args.state {
         Some(path) => {
