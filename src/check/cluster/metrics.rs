@@ -71,8 +71,8 @@ pub fn run_once(status: &SharedChecks, inv: &Inventory, view: &ClusterView, poli
     report
 }
 
-/// Refreshes from the live cluster every `every` until the task is dropped. A failed read is
-/// logged, counted, and leaves the last findings in place (the staleness alert fires on
+/// Refreshes from the live cluster every `every` until the task is dropped. A failed read (or
+/// a panic in the checks) is logged, counted, and leaves the last findings in place (the staleness alert fires on
 /// `longhorn_guard_checks_last_run_timestamp_seconds`).
 ///
 /// The drain kinds come from `view`, the view the watches keep (its read lock is held while the
@@ -94,15 +94,25 @@ pub async fn refresh_loop(
         }
         let started = std::time::Instant::now();
         match super::live::read_inventory(&client).await {
-            Ok(inv) => {
-                let r = run_once(&status, &inv, &view.read(), &policy);
-                tracing::info!(
+            // A panic in the checks (a bug) is a failed run, not the end of every later one.
+            Ok(inv) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_once(&status, &inv, &view.read(), &policy)
+            })) {
+                Ok(r) => tracing::info!(
                     errors = r.summary.errors,
                     warnings = r.summary.warnings,
                     took_ms = started.elapsed().as_millis() as u64,
                     "cluster checks refreshed"
-                );
-            }
+                ),
+                Err(panic) => {
+                    status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
+                    let what = crate::clip::panic_text(panic.as_ref());
+                    tracing::error!(
+                        panic = %crate::clip::clip_to(&what, crate::clip::MAX_TEXT),
+                        "cluster checks panicked; keeping the last findings and trying again at the next refresh"
+                    );
+                }
+            },
             Err(e) => {
                 status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
                 tracing::warn!(error = %e, "cluster checks could not read the cluster; keeping the last findings");
