@@ -11,7 +11,7 @@
 //! counted; the previous pair keeps serving.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -56,11 +56,20 @@ impl TlsFiles {
     }
 }
 
-/// Counts of reload attempts, for `/metrics`.
+/// Counts of reload attempts and the served certificate's expiry, for `/metrics`.
 #[derive(Debug, Default)]
 pub struct ReloadStats {
     pub success: AtomicU64,
     pub error: AtomicU64,
+    /// `notAfter` of the served leaf certificate, seconds since the Unix epoch (0: unknown).
+    pub not_after: AtomicI64,
+}
+
+/// `notAfter` of the first (leaf) certificate of `key`, in seconds since the Unix epoch.
+fn leaf_not_after(key: &CertifiedKey) -> Option<i64> {
+    let leaf = key.cert.first()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf.as_ref()).ok()?;
+    Some(cert.validity().not_after.timestamp())
 }
 
 #[derive(Debug)]
@@ -86,12 +95,14 @@ impl ReloadingCert {
     pub fn load(files: TlsFiles, provider: Arc<CryptoProvider>) -> Result<Self, TlsError> {
         let (cert_bytes, key_bytes) = read_pair(&files)?;
         let key = parse_pair(&files, &cert_bytes, &key_bytes, &provider)?;
+        let stats = ReloadStats::default();
+        stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
         Ok(Self {
             files,
             provider,
             state: RwLock::new(Loaded { key: Arc::new(key), seen: (cert_bytes, key_bytes) }),
             read_error: std::sync::Mutex::new(None),
-            stats: ReloadStats::default(),
+            stats,
         })
     }
 
@@ -137,6 +148,7 @@ impl ReloadingCert {
         state.seen = (cert_bytes, key_bytes);
         match parsed {
             Ok(key) => {
+                self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
                 state.key = Arc::new(key);
                 self.stats.success.fetch_add(1, Ordering::Relaxed);
                 Ok(true)
@@ -274,6 +286,11 @@ mod tests {
         let files = TlsFiles::in_dir(dir.path());
         let r = ReloadingCert::load(files.clone(), provider()).unwrap();
         let first = r.current().cert[0].clone();
+        // The served leaf's expiry, for /metrics: about a year from now for `certs`' leaf.
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+        let left = r.stats.not_after.load(Ordering::Relaxed) - now;
+        assert!((300 * 86_400..=400 * 86_400).contains(&left), "{left} s left");
         assert!(!r.reload_if_changed().unwrap());
 
         std::fs::write(&files.cert, b"not a certificate").unwrap();

@@ -483,29 +483,32 @@ fn detached_single_stopped_replica_denies_by_default_and_allows_when_relaxed() {
 }
 
 #[test]
-fn volume_attached_without_a_workload_is_not_told_to_move_one() {
+fn volume_attached_without_a_pod_is_not_only_told_to_move_one() {
     // Longhorn attached vol-healthy by itself (a backup of a detached volume, a replica
-    // eviction): no pod uses it, so "move its workload" cannot help.
+    // eviction): it lists no pod, so "move its workload" alone would mislead.
     let mut s = State::base();
     s.remove("Volume", "vol-detached");
     s.remove("Replica", "vol-detached-r-b1c2d3e4");
-    for empty in [json!(null), json!([])] {
-        s.get("Volume", "vol-healthy")["status"]["kubernetesStatus"]["workloadsStatus"] = empty.clone();
+    let want = "- vol-healthy: attached to node-2 (engine running); Longhorn lists no pod using it, so Longhorn attached it itself (a backup, snapshot, clone, restore or replica eviction; a disaster-recovery volume stays attached), it was attached from the Longhorn UI, or a pod mounts it as a generic ephemeral volume (not listed): wait for the detach, detach it in Longhorn, or move that pod off node-2 first";
+    let usual = "move its workload (PVC default/data-postgres-0) off node-2 first";
+    let listed = s.get("Volume", "vol-healthy")["status"]["kubernetesStatus"]["workloadsStatus"].clone();
+    assert!(listed.as_array().is_some_and(|l| !l.is_empty()), "{listed}");
+    assert!(message(&drain(&s, "node-2")).contains(usual));
+    // No pod listed since the PV was bound, or none left: Longhorn keeps the last pods as
+    // history and sets lastPodRefAt.
+    let cases = [(json!(null), json!("")), (json!([]), json!("")), (listed, json!("2026-11-30T12:00:00Z"))];
+    for (workloads, last_pod_ref_at) in cases {
+        let ks = &mut s.get("Volume", "vol-healthy")["status"]["kubernetesStatus"];
+        ks["workloadsStatus"] = workloads.clone();
+        ks["lastPodRefAt"] = last_pod_ref_at.clone();
         let d = drain(&s, "node-2");
         assert_denied_429(&d);
-        assert!(
-            message(&d).contains(
-                "- vol-healthy: attached to node-2 (engine running); no pod uses it (Longhorn attached it for a backup, a snapshot or a replica eviction and detaches it when done, or it was attached from the Longhorn UI): wait for the detach, or detach it in Longhorn"
-            ),
-            "{empty}: {}",
-            message(&d)
-        );
+        assert!(message(&d).contains(want), "{workloads} {last_pod_ref_at}: {}", message(&d));
     }
-    // Without the field (an object Longhorn did not write) nothing is known: the usual remedy.
+    // Without the list (an object Longhorn did not write) nothing is known: the usual remedy.
     let v = s.get("Volume", "vol-healthy");
     v["status"]["kubernetesStatus"].as_object_mut().unwrap().remove("workloadsStatus");
-    assert!(message(&drain(&s, "node-2"))
-        .contains("move its workload (PVC default/data-postgres-0) off node-2 first"));
+    assert!(message(&drain(&s, "node-2")).contains(usual));
 }
 
 #[test]

@@ -262,6 +262,13 @@ async fn rotation_in_place_serves_the_new_certificate_without_failing_requests()
     assert!(has_ip_san(&served_cert(s.addr, &s.client).await, [127, 0, 0, 9]));
     let m = request(s.addr, &s.client, "GET", "/metrics", vec![]).await.unwrap().text();
     assert!(m.contains("longhorn_guard_tls_reloads_total{result=\"success\"} 1"), "{m}");
+    // The expiry gauge follows the certificate now served.
+    let (_, served) = x509_parser::parse_x509_certificate(&new).unwrap();
+    let want = format!(
+        "longhorn_guard_tls_cert_expiry_timestamp_seconds {}\n",
+        served.validity().not_after.timestamp()
+    );
+    assert!(m.contains(&want), "{want} in {m}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -29,8 +29,8 @@ pub struct Freshness {
     /// Objects (`kind/name`) the watches saw but could not read; while any is listed the view
     /// is not trusted for an allow.
     pub unreadable: Vec<String>,
-    /// Kinds whose watch failed (API server unreachable, `410 Gone`, ...) and has neither been
-    /// relisted nor delivered an event since: the view is stale whatever its age.
+    /// Kinds whose watch failed (API server unreachable, `410 Gone`, ...) and that have not been
+    /// listed again since: the view is stale whatever its age.
     pub failing: Vec<&'static str>,
     /// The same age as [`Freshness::age`], on the monotonic clock, when it was computed: a
     /// wall clock stepped back (an NTP step, a resumed VM) cannot make old data look new.

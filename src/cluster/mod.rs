@@ -77,7 +77,7 @@ pub struct ClusterView {
     kind_seen: HashMap<ObjectKind, std::time::Instant>,
     /// Names of watched objects, by kind, that could not be read.
     unreadable: HashMap<ObjectKind, BTreeSet<String>>,
-    /// Kinds whose watch failed and that have neither been relisted nor had an event since.
+    /// Kinds whose watch failed and that have not been listed again since.
     failing: BTreeSet<ObjectKind>,
 }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub use super::kinds::{Object, ObjectKind};
 pub use super::meta::{Meta, Present, SmallMap};
 pub use super::name::Name;
-pub use super::workloads::Workloads;
+pub use super::workloads::{lists_no_pod, PodsGone, Workloads};
 
 /// The API group/version of every Longhorn custom resource longhorn-guard reads.
 pub const LONGHORN_API_VERSION: &str = "longhorn.io/v1beta2";
@@ -128,6 +128,8 @@ pub struct KubernetesStatus {
     pub pv_name: Name,
     #[serde(rename = "workloadsStatus", skip_serializing)]
     pub workloads: Workloads,
+    #[serde(rename = "lastPodRefAt", skip_serializing)]
+    pub pods_gone: PodsGone,
 }
 
 /// `longhorn.io/v1beta2` Replica.

@@ -92,17 +92,19 @@ pub fn loses_events(e: &watcher::Error) -> bool {
     }
 }
 
-/// The events of one kind's watcher. After an error, an event, a started list or
-/// `recheck_after` ([`RECHECK_AFTER`]) with neither ends the failing spell; in the last case the
-/// watcher is started over, so the kind is listed again. A `410 Gone` starts it over at once.
-/// Each object is parsed once into the lean type `T`.
+/// The events of one kind's watcher. After an error, the failing spell ends with a started
+/// list, with the resumed watch's first event (the watcher is then started over, so the kind
+/// is listed again: the replay has no end marker), or after `recheck_after` ([`RECHECK_AFTER`])
+/// with neither (started over too). A `410 Gone` or a lost event starts it over at once.
+/// Restarts that repeat are paced `recheck_after` apart. Each object is parsed once into the
+/// lean type `T`.
 fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: Duration) -> KindEvents {
     struct State<T: Lean> {
         api: Api<Watched<T>>,
         inner: Option<BoxStream<'static, Result<Event<Item>, watcher::Error>>>,
         /// When the last error of a failing spell arrived.
         failed_at: Option<tokio::time::Instant>,
-        /// When a `410 Gone` or a lost event last restarted the watcher at once.
+        /// When the watcher was last started over (a `410 Gone`, a lost event, a resumed watch).
         gone_at: Option<tokio::time::Instant>,
         /// A restart that repeats within `recheck_after` waits until then.
         restart_at: Option<tokio::time::Instant>,

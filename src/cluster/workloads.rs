@@ -1,10 +1,13 @@
-//! What Longhorn says about the pods that use a volume: `status.kubernetesStatus.workloadsStatus`.
+//! What Longhorn says about the pods that use a volume: `status.kubernetesStatus.workloadsStatus`
+//! and `lastPodRefAt`.
 //!
-//! Longhorn fills that list with the pods that mount the volume's PVC and always writes the
-//! field (`null` when no pod does). A volume attached with an empty list was attached by
-//! Longhorn itself (a backup, a snapshot, a replica eviction) or from its UI, not for a
-//! workload; a drain denial then cannot say "move its workload". Only whether the list is
-//! empty is kept: the view holds one byte per volume, not the pod names.
+//! Longhorn's PV controller lists the pods whose `persistentVolumeClaim` volume names the
+//! volume's PVC (only while the PV is Bound). When none is left it keeps the last list as
+//! history and sets `lastPodRefAt`; `null` means no pod has been listed since the PV was
+//! bound. A volume attached with no pod listed now was attached by Longhorn itself (a backup,
+//! a snapshot, a clone, a restore, a replica eviction), from its UI, or for a pod that mounts it
+//! as a generic ephemeral volume (which Longhorn does not list); a drain denial then cannot
+//! just say "move its workload". Only that much is kept: two bytes per volume, no pod names.
 
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -67,6 +70,28 @@ impl<'de> Deserialize<'de> for Workloads {
     }
 }
 
+/// `lastPodRefAt` is set: the pods in `workloadsStatus` are history, none uses the volume now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PodsGone(pub bool);
+
+impl<'de> Deserialize<'de> for PodsGone {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // A time when set; `""`, `null` or anything else: not set.
+        let value = serde_json::Value::deserialize(d)?;
+        Ok(PodsGone(value.as_str().is_some_and(|s| !s.trim().is_empty())))
+    }
+}
+
+/// True when Longhorn's status says no pod uses the volume now: `workloadsStatus` empty, or
+/// kept as history with `lastPodRefAt` set. False when it lists pods, or says nothing.
+pub fn lists_no_pod(workloads: Workloads, gone: PodsGone) -> bool {
+    match workloads {
+        Workloads::None => true,
+        Workloads::Some => gone.0,
+        Workloads::Unknown => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +118,27 @@ mod tests {
         // From a serde_json::Value too (the watch path parses values).
         let v = serde_json::json!({"workloadsStatus": [{"podName": "a"}]});
         assert_eq!(serde_json::from_value::<Status>(v).unwrap().workloads_status, Workloads::Some);
+    }
+
+    #[test]
+    fn pods_kept_as_history_are_no_pod_now() {
+        #[derive(Deserialize, Default)]
+        #[serde(default, rename_all = "camelCase")]
+        struct Ks {
+            workloads_status: Workloads,
+            last_pod_ref_at: PodsGone,
+        }
+        let no_pod = |json: &str| {
+            let ks: Ks = serde_json::from_str(json).unwrap();
+            lists_no_pod(ks.workloads_status, ks.last_pod_ref_at)
+        };
+        let listed = r#""workloadsStatus": [{"podName": "redis-0", "podStatus": "Running"}]"#;
+        assert!(!no_pod(&format!(r#"{{{listed}, "lastPodRefAt": ""}}"#)));
+        assert!(no_pod(&format!(r#"{{{listed}, "lastPodRefAt": "2026-11-30T11:19:51Z"}}"#)));
+        assert!(no_pod(r#"{"workloadsStatus": null, "lastPodRefAt": ""}"#));
+        assert!(!no_pod("{}"), "nothing said: nothing known");
+        assert!(!no_pod(r#"{"lastPodRefAt": "2026-11-30T11:19:51Z"}"#), "no list: nothing known");
+        assert!(!no_pod(&format!(r#"{{{listed}, "lastPodRefAt": 7}}"#)));
     }
 
     #[test]

@@ -157,6 +157,7 @@ impl Metrics {
             http_errors: lock(&self.http_errors).clone(),
             in_flight: self.in_flight.load(Ordering::Relaxed),
             tls_reloads: [get(&tls.success), get(&tls.error)],
+            tls_not_after: tls.not_after.load(Ordering::Relaxed),
             tls_handshake_errors: get(&self.tls_handshake_errors),
             panics: get(&self.server.panics),
             connections_open: self.server.connections_open.load(Ordering::Relaxed),
@@ -175,6 +176,8 @@ struct Snapshot {
     in_flight: i64,
     /// Successes, errors.
     tls_reloads: [u64; 2],
+    /// Seconds since the epoch; 0 when unknown (the gauge is then left out).
+    tls_not_after: i64,
     tls_handshake_errors: u64,
     panics: u64,
     connections_open: i64,
@@ -227,6 +230,15 @@ impl Collector for Snapshot {
         )?;
         f.labelled(&[("result", "success")], self.tls_reloads[0] as f64)?;
         f.labelled(&[("result", "error")], self.tls_reloads[1] as f64)?;
+        if self.tls_not_after > 0 {
+            single(
+                e,
+                "longhorn_guard_tls_cert_expiry_timestamp_seconds",
+                "When the served certificate (its leaf) expires, in seconds since the Unix epoch.",
+                MetricType::Gauge,
+                self.tls_not_after as f64,
+            )?;
+        }
 
         let counters: [(&str, &str, u64); 4] = [
             (

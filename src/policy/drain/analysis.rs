@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use crate::cluster::{annotation, ClusterView, Engine, Replica, Volume, Workloads};
+use crate::cluster::{annotation, lists_no_pod, ClusterView, Engine, Replica, Volume};
 use crate::policy::Policy;
 
 use super::instances::{node_instances, InstanceKind, UnmappedInstance};
@@ -217,8 +217,11 @@ fn analyze_volume(
             .unwrap_or_default();
         remedy = if wording::is_strict_local(vol) {
             wording::strict_local_remedy(node)
-        } else if vol.is_some_and(|v| v.status.kubernetes_status.workloads == Workloads::None) {
-            wording::NO_WORKLOAD_REMEDY.to_string()
+        } else if vol.is_some_and(|v| {
+            let k = &v.status.kubernetes_status;
+            lists_no_pod(k.workloads, k.pods_gone)
+        }) {
+            wording::no_pod_remedy(node)
         } else {
             format!("move its workload{pvc} off {node} first")
         };

@@ -21,9 +21,13 @@ pub(super) fn strict_local_remedy(node: &str) -> String {
     )
 }
 
-/// The remedy for a volume attached on the drained node that Longhorn lists no workload for
-/// (`workloadsStatus` empty): moving a workload cannot detach it.
-pub(super) const NO_WORKLOAD_REMEDY: &str = "no pod uses it (Longhorn attached it for a backup, a snapshot or a replica eviction and detaches it when done, or it was attached from the Longhorn UI): wait for the detach, or detach it in Longhorn";
+/// The remedy for a volume attached on `node` for which Longhorn lists no pod now: moving a
+/// workload may not detach it, and its status cannot tell which of the other reasons holds.
+pub(super) fn no_pod_remedy(node: &str) -> String {
+    format!(
+        "Longhorn lists no pod using it, so Longhorn attached it itself (a backup, snapshot, clone, restore or replica eviction; a disaster-recovery volume stays attached), it was attached from the Longhorn UI, or a pod mounts it as a generic ephemeral volume (not listed): wait for the detach, detach it in Longhorn, or move that pod off {node} first"
+    )
+}
 
 /// True when some replica elsewhere is healthy and does not protect only because its own node
 /// is being drained (cordoned, tainted for removal, deleted): the one on the drained node is
