@@ -46,7 +46,7 @@ fn render(dir: &Path) -> Vec<Value> {
 }
 
 fn base() -> Vec<Value> {
-    render(&manifests_dir())
+    render(&manifests_dir().join("base"))
 }
 
 fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
@@ -91,6 +91,16 @@ fn ns_values(w: &Value, op: &str) -> Option<Vec<String>> {
         .iter()
         .find(|e| e["key"] == "kubernetes.io/metadata.name" && e["operator"] == op)
         .map(|e| strings(&e["values"]))
+}
+
+#[test]
+fn manifests_itself_installs_nothing() {
+    // The base alone has no certificate and fails closed: `kubectl apply -k manifests/` must
+    // stop before applying anything rather than install it.
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
+    let out = Command::new(&kubectl).arg("kustomize").arg(manifests_dir()).output().unwrap();
+    assert!(!out.status.success(), "manifests/ renders: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unable to find one of 'kustomization.yaml'"));
 }
 
 #[test]
@@ -356,6 +366,12 @@ fn deployment_is_ha_probed_limited_and_restricted() {
     let pod = &spec["template"]["spec"];
     let pod_labels = &spec["template"]["metadata"]["labels"];
     assert_eq!(pod["serviceAccountName"], "longhorn-guard");
+    // Fail webhooks: the guard must not be the first pod evicted or left Pending.
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    // A guard pod that never gets ready does not hold up its node's drain.
+    let pdb = find(&docs, "PodDisruptionBudget", "longhorn-guard");
+    assert_eq!(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], pod_labels);
 
     let anti = &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
     assert_eq!(anti["podAffinityTerm"]["topologyKey"], "kubernetes.io/hostname");

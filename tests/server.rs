@@ -452,6 +452,44 @@ fn sigterm_to_the_binary_finishes_a_burst_and_exits_0() {
     assert_eq!(code.code(), Some(0), "serve exit status after SIGTERM");
 }
 
+#[test]
+fn a_second_signal_stops_serve_at_once() {
+    // Ctrl-C twice under `make run`: the second one does not wait out a 60 s shutdown delay.
+    let certs = tempfile::tempdir().unwrap();
+    generate(&CertsOptions::new(certs.path())).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0", "--state", SNAPSHOT])
+        .args(["--shutdown-delay", "60s", "--tls-dir"])
+        .arg(certs.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut wait_for = |msg: &str| loop {
+        let line = lines.next().unwrap_or_else(|| panic!("no log line {msg:?}")).unwrap();
+        if serde_json::from_str::<serde_json::Value>(&line).is_ok_and(|v| v["message"] == msg) {
+            break;
+        }
+    };
+    wait_for("serving admission webhooks over HTTPS");
+    let int =
+        || assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    int();
+    wait_for("termination signal received");
+    let t0 = Instant::now();
+    int();
+    wait_for("second termination signal: stopping now, without the rest of the shutdown delay and grace");
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "serve still waits out its shutdown delay");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(code.code(), Some(0));
+}
+
 #[tokio::test]
 async fn review_command_gives_the_same_response_as_the_server() {
     let s = TestServer::start(test_limits()).await;

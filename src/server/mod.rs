@@ -285,7 +285,14 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             crate::signal::termination().await;
             tracing::info!("termination signal received");
             handle.shutdown();
-            let clean = handle.stopped().await;
+            // A second signal (a second Ctrl-C) ends the wait for the delay and the grace.
+            let clean = tokio::select! {
+                clean = handle.stopped() => clean,
+                _ = crate::signal::termination() => {
+                    tracing::warn!("second termination signal: stopping now, without the rest of the shutdown delay and grace");
+                    false
+                }
+            };
             if let Some(w) = watches {
                 w.abort();
             }
