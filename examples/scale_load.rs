@@ -145,11 +145,10 @@ async fn heartbeat(client: Client, interval: Duration, kinds: &[String]) -> Resu
         }
     }
     let mut tick = tokio::time::interval(interval);
-    let stop = longhorn_guard::signal::termination();
-    tokio::pin!(stop);
+    let mut stop = longhorn_guard::signal::Termination::listen();
     for beat in 0u64.. {
         tokio::select! {
-            _ = &mut stop => break,
+            () = stop.recv() => break,
             _ = tick.tick() => {}
         }
         let patch = json!({"metadata": {"annotations": {format!("{LABEL}/heartbeat"): beat.to_string()}}});

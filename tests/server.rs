@@ -466,9 +466,12 @@ fn a_second_signal_stops_serve_at_once() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
     let mut wait_for = |msg: &str| loop {
-        let line = lines.next().unwrap_or_else(|| panic!("no log line {msg:?}")).unwrap();
-        if serde_json::from_str::<serde_json::Value>(&line).is_ok_and(|v| v["message"] == msg) {
+        let line = lines.next().unwrap_or_else(|| panic!("no log line {msg:?} in {seen:#?}")).unwrap();
+        let found = serde_json::from_str::<serde_json::Value>(&line).is_ok_and(|v| v["message"] == msg);
+        seen.push(line);
+        if found {
             break;
         }
     };

@@ -5,6 +5,7 @@
 //! under `/sys/class/net`. Exit 0 when ready, 1 at the deadline, 2 on bad arguments.
 //! Pure parsing and checks live in [`status`]; reading the API server and files in [`source`].
 
+mod go_json;
 pub mod kubelet_file;
 pub mod source;
 pub mod status;
@@ -112,6 +113,8 @@ impl GateArgs {
 
 /// Runs the gate: exit 0 ready, 1 timed out, 2 bad arguments.
 pub async fn run(args: GateArgs) -> ExitCode {
+    // Listening from the start: the gate is PID 1, which has no default action for SIGTERM.
+    let mut signals = crate::signal::Termination::listen();
     let opts = match args.options() {
         Ok(o) => o,
         Err(e) => {
@@ -145,7 +148,7 @@ pub async fn run(args: GateArgs) -> ExitCode {
     // handling: without this, deleting a waiting pod would take its whole grace period.
     let outcome = tokio::select! {
         o = wait(&opts, api.as_ref()) => o,
-        () = crate::signal::termination() => {
+        () = signals.recv() => {
             tracing::warn!("longhorn-guard gate: asked to stop before the storage network was ready");
             return ExitCode::from(1);
         }

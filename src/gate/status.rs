@@ -96,8 +96,11 @@ pub fn parse_networks(
     let mut out = Vec::new();
     // Multus reads the value as JSON when it holds any of `[{"` (and then only a list parses).
     if text.contains(['[', '{', '"']) {
-        let elements: Vec<SelectionElement> =
-            serde_json::from_str(text).map_err(|e| NetworksError::Json(e.to_string()))?;
+        let json = |e: serde_json::Error| NetworksError::Json(e.to_string());
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(json)?;
+        // Keys match fields ignoring case, as Multus decodes them (`super::go_json`).
+        super::go_json::fold_field_names(&mut value, &["name", "namespace", "interface"]);
+        let elements: Vec<SelectionElement> = serde_json::from_value(value).map_err(json)?;
         for (index, el) in elements.into_iter().enumerate() {
             let name = el.name.filter(|n| !n.is_empty()).ok_or(NetworksError::NoName { index })?;
             // An empty namespace is the pod's, as Multus reads it (Longhorn writes one for a
@@ -257,8 +260,13 @@ pub fn check(
         },
     };
     // A `null` element decodes, in Go, to an entry with no name: it matches nothing.
-    let statuses: Vec<NetworkStatus> = serde_json::from_str::<Vec<Option<NetworkStatus>>>(raw)
-        .map_err(|e| Missing::Malformed { key, error: crate::decision::clip(&e.to_string(), 100) })?
+    // Keys match fields ignoring case, as Go decodes them (`super::go_json`).
+    let malformed =
+        |e: serde_json::Error| Missing::Malformed { key, error: crate::decision::clip(&e.to_string(), 100) };
+    let mut value: serde_json::Value = serde_json::from_str(raw).map_err(malformed)?;
+    super::go_json::fold_field_names(&mut value, &["name", "interface", "ips"]);
+    let statuses: Vec<NetworkStatus> = serde_json::from_value::<Vec<Option<NetworkStatus>>>(value)
+        .map_err(malformed)?
         .into_iter()
         .flatten()
         .collect();

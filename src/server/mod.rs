@@ -279,16 +279,18 @@ async fn stopped(rx: &mut watch::Receiver<bool>) {
 /// The `serve` edge. Exit status: 0 after a signal-triggered shutdown, 1 when the server
 /// cannot start (the reason on stderr).
 pub async fn run(args: ServeArgs) -> ExitCode {
+    // Listening before anything starts: a SIGTERM during start-up is a shutdown, not a kill.
+    let mut signals = crate::signal::Termination::listen();
     match start(&args).await {
         Ok((addr, handle, watches)) => {
             tracing::info!(%addr, "serving admission webhooks over HTTPS");
-            crate::signal::termination().await;
+            signals.recv().await;
             tracing::info!("termination signal received");
             handle.shutdown();
             // A second signal (a second Ctrl-C) ends the wait for the delay and the grace.
             let clean = tokio::select! {
                 clean = handle.stopped() => clean,
-                _ = crate::signal::termination() => {
+                () = signals.recv() => {
                     tracing::warn!("second termination signal: stopping now, without the rest of the shutdown delay and grace");
                     false
                 }
