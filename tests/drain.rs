@@ -489,7 +489,7 @@ fn volume_attached_without_a_pod_is_not_only_told_to_move_one() {
     let mut s = State::base();
     s.remove("Volume", "vol-detached");
     s.remove("Replica", "vol-detached-r-b1c2d3e4");
-    let want = "- vol-healthy: attached to node-2 (engine running); Longhorn lists no pod using it, so Longhorn attached it itself (a backup, snapshot, clone, restore or replica eviction; a disaster-recovery volume stays attached), it was attached from the Longhorn UI, or a pod mounts it as a generic ephemeral volume (not listed): wait for the detach, detach it in Longhorn, or move that pod off node-2 first";
+    let want = "- vol-healthy: attached to node-2 (engine running); Longhorn lists no pod using it (Longhorn attaches a volume itself for a backup, snapshot, clone, restore or replica eviction, and keeps a disaster-recovery volume attached; or it was attached from the Longhorn UI): wait for the detach or detach it in Longhorn; if a pod does use it, move that pod off node-2 first";
     let usual = "move its workload (PVC default/data-postgres-0) off node-2 first";
     let listed = s.get("Volume", "vol-healthy")["status"]["kubernetesStatus"]["workloadsStatus"].clone();
     assert!(listed.as_array().is_some_and(|l| !l.is_empty()), "{listed}");

@@ -244,7 +244,9 @@ async fn rotation_in_place_serves_the_new_certificate_without_failing_requests()
     let dir = s.certs.path().to_path_buf();
     let old = served_cert(s.addr, &s.client).await;
     let load = Load::start(&s);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Over a second later than the first: the new leaf's notAfter differs (second precision),
+    // so the expiry gauge below shows the reload.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     let staging = tempfile::tempdir().unwrap();
     issue_with_ca(&dir, staging.path(), "127.0.0.9");
@@ -263,11 +265,10 @@ async fn rotation_in_place_serves_the_new_certificate_without_failing_requests()
     let m = request(s.addr, &s.client, "GET", "/metrics", vec![]).await.unwrap().text();
     assert!(m.contains("longhorn_guard_tls_reloads_total{result=\"success\"} 1"), "{m}");
     // The expiry gauge follows the certificate now served.
-    let (_, served) = x509_parser::parse_x509_certificate(&new).unwrap();
-    let want = format!(
-        "longhorn_guard_tls_cert_expiry_timestamp_seconds {}\n",
-        served.validity().not_after.timestamp()
-    );
+    let not_after =
+        |der: &[u8]| x509_parser::parse_x509_certificate(der).unwrap().1.validity().not_after.timestamp();
+    assert_ne!(not_after(&old), not_after(&new));
+    let want = format!("longhorn_guard_tls_cert_expiry_timestamp_seconds {}\n", not_after(&new));
     assert!(m.contains(&want), "{want} in {m}");
 }
 

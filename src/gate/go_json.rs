@@ -3,11 +3,13 @@
 //! both annotations into Go structs, so `"Name"` and `"INTERFACE"` count as `name` and
 //! `interface` there, and must here).
 //!
-//! Go folds each character to `lower(upper(c))` with Unicode's simple mappings. For the ASCII
-//! field names read here that means ASCII case, plus the four non-ASCII characters that fold to
-//! an ASCII letter: `ſ` (s), `K` Kelvin sign (k), `ı` dotless i and `İ` (i). Where an object holds
-//! two keys that fold to one field, the one spelt exactly like the field wins (Go takes the
-//! later one in the text, which a parsed object no longer knows); Multus never writes such keys.
+//! Go compares keys under Unicode simple case folding (each character stands for the smallest
+//! of its `SimpleFold` set). For the ASCII field names read here that means ASCII case, plus
+//! the two non-ASCII characters whose set holds an ASCII letter: `ſ` (with `s`, `S`) and the
+//! Kelvin sign `K` (with `k`, `K`). Dotless `ı` and dotted `İ` fold only to themselves. Where an
+//! object holds two keys that fold to one field, the one spelt exactly like the field wins (Go
+//! takes the later one in the text, which a parsed object no longer knows); Multus never writes
+//! such keys.
 
 use serde_json::{Map, Value};
 
@@ -16,7 +18,6 @@ fn fold(c: char) -> char {
     match c {
         'ſ' => 's',
         '\u{212A}' => 'k',
-        'ı' | 'İ' => 'i',
         c => c.to_ascii_lowercase(),
     }
 }
@@ -66,18 +67,20 @@ mod tests {
             {"Name": "storage", "NAMESPACE": "kube-system", "interFace": "lhnet1", "mac": "x"},
             {"name": "exact", "NAME": "folded"},
             {"na\u{17F}e": "not a fold of name"},
-            {"name\u{17F}pace": "long s", "\u{130}nterface": "dotted I"},
+            {"name\u{17F}pace": "long s", "\u{130}nterface": "dotted I", "\u{131}nterface": "dotless i"},
+            {"\u{212A}ind": "Kelvin", "INTERFACE": "upper"},
             null,
             "text"
         ]);
-        fold_field_names(&mut v, &["name", "namespace", "interface"]);
+        fold_field_names(&mut v, &["name", "namespace", "interface", "kind"]);
         assert_eq!(
             v,
             json!([
                 {"name": "storage", "namespace": "kube-system", "interface": "lhnet1", "mac": "x"},
                 {"name": "exact"},
                 {"na\u{17F}e": "not a fold of name"},
-                {"namespace": "long s", "interface": "dotted I"},
+                {"namespace": "long s", "\u{130}nterface": "dotted I", "\u{131}nterface": "dotless i"},
+                {"kind": "Kelvin", "interface": "upper"},
                 null,
                 "text"
             ])

@@ -292,7 +292,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
                 clean = handle.stopped() => clean,
                 () = signals.recv() => {
                     tracing::warn!("second termination signal: stopping now, without the rest of the shutdown delay and grace");
-                    false
+                    true // said just now: no second line about cut connections
                 }
             };
             if let Some(w) = watches {

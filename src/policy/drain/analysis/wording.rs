@@ -25,7 +25,7 @@ pub(super) fn strict_local_remedy(node: &str) -> String {
 /// workload may not detach it, and its status cannot tell which of the other reasons holds.
 pub(super) fn no_pod_remedy(node: &str) -> String {
     format!(
-        "Longhorn lists no pod using it, so Longhorn attached it itself (a backup, snapshot, clone, restore or replica eviction; a disaster-recovery volume stays attached), it was attached from the Longhorn UI, or a pod mounts it as a generic ephemeral volume (not listed): wait for the detach, detach it in Longhorn, or move that pod off {node} first"
+        "Longhorn lists no pod using it (Longhorn attaches a volume itself for a backup, snapshot, clone, restore or replica eviction, and keeps a disaster-recovery volume attached; or it was attached from the Longhorn UI): wait for the detach or detach it in Longhorn; if a pod does use it, move that pod off {node} first"
     )
 }
 
