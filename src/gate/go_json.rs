@@ -93,7 +93,8 @@ mod tests {
 
     #[test]
     fn both_annotations_are_read_with_keys_in_any_case() {
-        use super::super::status::{check, parse_networks, NETWORK_STATUS_ANNOTATION};
+        use super::super::networks::parse_networks;
+        use super::super::status::{check, NETWORK_STATUS_ANNOTATION};
         use std::collections::BTreeMap;
         let want = parse_networks(
             r#"[{"Name": "storage-net", "NameSpace": "kube-system", "Interface": "lhnet1"}]"#,

@@ -7,6 +7,7 @@
 
 mod go_json;
 pub mod kubelet_file;
+pub mod networks;
 pub mod source;
 pub mod status;
 
@@ -17,8 +18,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use self::networks::{parse_networks, ExpectedNetwork};
 use self::source::ApiSource;
-use self::status::{check, parse_networks, ready_line, timeout_message, ExpectedNetwork, Missing};
+use self::status::{check, ready_line, timeout_message, Missing};
 use crate::policy::config::MAX_GATE_TIMEOUT;
 
 /// Where the mutation mounts the downward-API volume of `metadata.annotations`.

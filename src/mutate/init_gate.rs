@@ -13,7 +13,7 @@ use crate::admission::AdmissionRequest;
 use crate::cluster::ClusterView;
 use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
-use crate::gate::status::{format_networks, parse_networks, NETWORKS_ANNOTATION};
+use crate::gate::networks::{format_networks, parse_networks, NETWORKS_ANNOTATION};
 use crate::gate::DEFAULT_ANNOTATIONS_FILE;
 use crate::policy::{object, Policy, RuleError};
 
