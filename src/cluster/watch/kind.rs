@@ -1,0 +1,163 @@
+//! One kind's watcher as a stream of events, and when it is started over: after a `410 Gone`,
+//! a lost event, the first event of a watch resumed after an error (its replay has no end
+//! marker), or a quiet spell of [`RECHECK_AFTER`](super::RECHECK_AFTER) after an error.
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{stream, StreamExt as _};
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt as _;
+
+use super::retry::{fault_of, Retry};
+use super::Target;
+use crate::cluster::stats::WatchFault;
+use crate::cluster::watched::{Item, Lean, Watched};
+use crate::cluster::{
+    Engine, InstanceManager, LonghornNode, Node, ObjectKind, Pod, Replica, Setting, StorageClass, Volume,
+};
+
+pub(super) type KindEvents = BoxStream<'static, (ObjectKind, Result<Event<Item>, watcher::Error>)>;
+
+/// True for an error inside a running watch stream that the stream may continue past: a line
+/// it could not decode (an event it skipped), or an `ERROR` event (in place of one it could
+/// not send). A broken connection (`ReadEvents`) is not one: the watcher resumes from the last
+/// event it delivered. (A `410 Gone` is handled before this: the kind is listed again.)
+pub fn loses_events(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::WatchFailed(err) => !matches!(err, kube::Error::ReadEvents(_)),
+        watcher::Error::WatchError(status) => status.code != 410,
+        _ => false,
+    }
+}
+
+/// The events of one kind's watcher. After an error, the failing spell ends with a started
+/// list, with the resumed watch's first event (the watcher is then started over, so the kind
+/// is listed again: the replay has no end marker), or after `recheck_after` ([`RECHECK_AFTER`](super::RECHECK_AFTER))
+/// with neither (started over too). A `410 Gone` or a lost event starts it over at once.
+/// Restarts that repeat are paced `recheck_after` apart. Each object is parsed once into the
+/// lean type `T`.
+fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: Duration) -> KindEvents {
+    struct State<T: Lean> {
+        api: Api<Watched<T>>,
+        inner: Option<BoxStream<'static, Result<Event<Item>, watcher::Error>>>,
+        /// When the last error of a failing spell arrived.
+        failed_at: Option<tokio::time::Instant>,
+        /// When the watcher was last started over (a `410 Gone`, a lost event, a resumed watch).
+        gone_at: Option<tokio::time::Instant>,
+        /// A restart that repeats within `recheck_after` waits until then.
+        restart_at: Option<tokio::time::Instant>,
+    }
+    impl<T: Lean> State<T> {
+        /// Schedules the next start of the watcher (after `inner` was dropped): at once, or
+        /// `recheck_after` after the last restart when restarts repeat.
+        fn restart_paced(&mut self, now: tokio::time::Instant, recheck_after: Duration) {
+            let recent = self.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
+            self.restart_at = self.gone_at.filter(|_| recent).map(|t| t + recheck_after);
+            self.gone_at = Some(now);
+        }
+    }
+    let start = State { api, inner: None, failed_at: None, gone_at: None, restart_at: None };
+    stream::unfold(start, move |mut st| async move {
+        loop {
+            if st.inner.is_none() {
+                if let Some(at) = st.restart_at.take() {
+                    tokio::time::sleep_until(at).await;
+                    // Pace the next restart from this one, not from the error before it.
+                    st.gone_at = Some(tokio::time::Instant::now());
+                }
+            }
+            let api = st.api.clone();
+            let inner = st.inner.get_or_insert_with(|| {
+                watcher::watcher(api, watcher::Config::default())
+                    .backoff(Retry::default())
+                    .map(|ev| {
+                        ev.map(|e| match e {
+                            Event::Init => Event::Init,
+                            Event::InitApply(o) => Event::InitApply(Item::from(o)),
+                            Event::InitDone => Event::InitDone,
+                            Event::Apply(o) => Event::Apply(Item::from(o)),
+                            Event::Delete(o) => Event::Delete(Item::from(o)),
+                        })
+                    })
+                    .boxed()
+            });
+            let next = match st.failed_at {
+                None => inner.next().await,
+                Some(at) => match tokio::time::timeout_at(at + recheck_after, inner.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        tracing::info!(
+                            kind = kind.display(),
+                            "watch resumed with no event since its error; listing the kind again"
+                        );
+                        st.inner = None;
+                        st.failed_at = None;
+                        continue;
+                    }
+                },
+            };
+            match next {
+                Some(Ok(event)) => {
+                    let resumed =
+                        st.failed_at.take().is_some() && matches!(event, Event::Apply(_) | Event::Delete(_));
+                    if resumed {
+                        // The API server answers again. The resumed stream replays what the
+                        // watch missed, in a burst with no marker where the burst ends, so its
+                        // first event does not make the kind current: a list does.
+                        tracing::info!(
+                            kind = kind.display(),
+                            "watch resumed after its error; listing the kind again"
+                        );
+                        st.inner = None;
+                        st.restart_paced(tokio::time::Instant::now(), recheck_after);
+                    }
+                    return Some(((kind, Ok(event)), st));
+                }
+                Some(Err(e)) => {
+                    let now = tokio::time::Instant::now();
+                    st.failed_at = Some(now);
+                    // The API server answered: list again at once rather than after the
+                    // backoff, unless 410s repeat (then the backoff paces the lists).
+                    let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
+                    if fault_of(&e) == WatchFault::Gone && !recent {
+                        st.inner = None;
+                        st.gone_at = Some(now);
+                    } else if loses_events(&e) {
+                        // The stream goes on past an event it could not read: the kind's state is
+                        // unknown until it is listed again, so the watcher starts over.
+                        st.inner = None;
+                        st.restart_paced(now, recheck_after);
+                    }
+                    return Some(((kind, Err(e)), st));
+                }
+                // A watcher stream does not end; if it did, start it over.
+                None => st.inner = None,
+            }
+        }
+    })
+    .boxed()
+}
+
+/// One kind's events, parsed into its lean type.
+pub(super) fn stream_for(client: &kube::Client, t: &Target, recheck_after: Duration) -> KindEvents {
+    fn api<T: Lean>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
+        match t.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
+            None => Api::all_with(client.clone(), &t.resource),
+        }
+    }
+    let (k, r) = (t.kind, recheck_after);
+    match t.kind {
+        ObjectKind::Node => kind_events(api::<Node>(client, t), k, r),
+        ObjectKind::Pod => kind_events(api::<Pod>(client, t), k, r),
+        ObjectKind::StorageClass => kind_events(api::<StorageClass>(client, t), k, r),
+        ObjectKind::Volume => kind_events(api::<Volume>(client, t), k, r),
+        ObjectKind::Replica => kind_events(api::<Replica>(client, t), k, r),
+        ObjectKind::Engine => kind_events(api::<Engine>(client, t), k, r),
+        ObjectKind::LonghornNode => kind_events(api::<LonghornNode>(client, t), k, r),
+        ObjectKind::Setting => kind_events(api::<Setting>(client, t), k, r),
+        ObjectKind::InstanceManager => kind_events(api::<InstanceManager>(client, t), k, r),
+    }
+}
