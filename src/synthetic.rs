@@ -106,7 +106,8 @@ pub struct Resource {
 pub struct Synthetic {
     nodes: usize,
     volumes: usize,
-    /// RFC 3339 time written into `healthyAt` / `lastHealthyAt` and transition times.
+    /// RFC 3339 time of the cluster's objects (conditions, pods, snapshots); each replica became
+    /// healthy a few seconds apart after it ([`Synthetic::healthy_since`]).
     pub timestamp: String,
 }
 
@@ -124,6 +125,18 @@ impl Synthetic {
 
     pub fn nodes(&self) -> usize {
         self.nodes
+    }
+
+    /// When replica `r` of volume `v` became healthy (`healthyAt`, `lastHealthyAt`, its time in
+    /// the engine's `replicaTransitionTimeMap`): one second apart per replica after
+    /// [`Synthetic::timestamp`], as a real cluster's replicas each have their own (a view that
+    /// shares equal strings must not look smaller here than on a real cluster).
+    pub fn healthy_since(&self, v: usize, r: usize) -> String {
+        let base =
+            time::OffsetDateTime::parse(&self.timestamp, &time::format_description::well_known::Rfc3339)
+                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let t = base + time::Duration::seconds((v * REPLICAS + r) as i64);
+        t.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| self.timestamp.clone())
     }
 
     pub fn volumes(&self) -> usize {
@@ -362,7 +375,7 @@ impl Synthetic {
             let replica = Self::replica_name(v, r);
             addresses.insert(replica.clone(), json!(self.replica_address(v, r)));
             modes.insert(replica.clone(), json!("RW"));
-            times.insert(replica, json!(self.timestamp));
+            times.insert(replica, json!(self.healthy_since(v, r)));
         }
         json!({"apiVersion": LONGHORN_API_VERSION, "kind": "Engine",
                "metadata": Self::meta(&name, true, &[("longhornvolume", Self::volume_name(v)), ("longhornnode", Self::node_name(n))]),
@@ -388,7 +401,7 @@ impl Synthetic {
                         "engineName": Self::engine_name(v), "active": true, "desireState": "running", "dataEngine": "v1",
                         "image": ENGINE_IMAGE, "diskID": Self::disk_uuid(n), "diskPath": "/var/lib/longhorn/",
                         "dataDirectoryName": format!("{}-{r:08x}", Self::volume_name(v)),
-                        "healthyAt": self.timestamp, "lastHealthyAt": self.timestamp, "failedAt": "", "lastFailedAt": "",
+                        "healthyAt": self.healthy_since(v, r), "lastHealthyAt": self.healthy_since(v, r), "failedAt": "", "lastFailedAt": "",
                         "evictionRequested": false, "hardNodeAffinity": ""},
                "status": {"currentState": "running", "started": true, "instanceManagerName": Self::instance_manager_name(n),
                           "ownerID": Self::node_name(n), "ip": Self::ip(n), "storageIP": Self::ip(n), "port": port,

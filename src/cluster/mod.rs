@@ -18,6 +18,7 @@ mod queries;
 pub mod readset;
 pub mod relist;
 pub mod snapshot;
+mod stamp;
 pub mod stats;
 pub mod watch;
 pub mod watched;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub use super::kinds::{Object, ObjectKind};
 pub use super::meta::{Meta, Present, SmallMap};
 pub use super::name::Name;
+pub use super::stamp::Stamp;
 pub use super::workloads::{lists_no_pod, PodsGone, Workloads};
 
 /// The API group/version of every Longhorn custom resource longhorn-guard reads.
@@ -150,10 +151,11 @@ pub struct ReplicaSpec {
     pub desire_state: Name,
     pub data_engine: Name,
     pub engine_name: Name,
-    pub healthy_at: Name,
-    pub last_healthy_at: Name,
+    pub healthy_at: Stamp,
+    pub last_healthy_at: Stamp,
+    /// Text, not a [`Stamp`]: printed as written when it is not a time.
     pub failed_at: Name,
-    pub last_failed_at: Name,
+    pub last_failed_at: Stamp,
     pub eviction_requested: bool,
     pub hard_node_affinity: Name,
 }
@@ -229,8 +231,8 @@ pub struct EngineStatus {
     pub port: i64,
     /// Replica name -> `RW` | `WO` | `ERR`.
     pub replica_mode_map: SmallMap<Name>,
-    /// Replica name -> RFC 3339 time of its last mode change.
-    pub replica_transition_time_map: SmallMap<Name>,
+    /// Replica name -> time of its last mode change.
+    pub replica_transition_time_map: SmallMap<Stamp>,
     /// Replica name -> `ip:port`.
     pub current_replica_address_map: SmallMap<Name>,
     /// `tcp://ip:port` of a rebuilding replica -> its rebuild status.

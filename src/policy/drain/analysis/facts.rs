@@ -14,9 +14,10 @@ use super::{ReplicaReport, WhyNot};
 
 /// A replica "carries data" unless it was never healthy and never failed.
 pub fn carries_data(r: &Replica) -> bool {
-    ![&r.spec.healthy_at, &r.spec.failed_at, &r.spec.last_healthy_at, &r.spec.last_failed_at]
-        .iter()
-        .all(|s| s.is_empty())
+    !(r.spec.healthy_at.is_empty()
+        && r.spec.failed_at.is_empty()
+        && r.spec.last_healthy_at.is_empty()
+        && r.spec.last_failed_at.is_empty())
 }
 
 pub(super) fn is_available_healthy(r: &Replica) -> bool {

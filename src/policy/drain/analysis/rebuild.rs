@@ -94,9 +94,7 @@ pub(super) fn stall_since(
         if let Some(name) = replica {
             let in_wo = engine.status.replica_mode_map.get(name).is_some_and(|m| m == "WO");
             if in_wo {
-                if let Some(t) =
-                    engine.status.replica_transition_time_map.get(name).and_then(|s| parse_time(s))
-                {
+                if let Some(t) = engine.status.replica_transition_time_map.get(name).and_then(|s| s.time()) {
                     since = Some(since.map_or(t, |s| s.min(t)));
                 }
             }
