@@ -89,7 +89,6 @@ fn im_name(n: usize) -> String {
 /// two healthy replicas elsewhere); on the second node `stranded` volumes have their only
 /// healthy replica, so draining it is denied.
 fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Object> {
-    let ts = "2026-11-30T10:00:00Z";
     let mut out = Vec::new();
     let mut im_engines: Vec<serde_json::Map<String, Value>> = vec![Default::default(); nodes];
     let mut im_replicas: Vec<serde_json::Map<String, Value>> = vec![Default::default(); nodes];
@@ -122,6 +121,12 @@ fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Objec
             let node = node_name(n);
             let name = format!("{vol}-r-{r:08x}");
             let failed = degraded && n != 1;
+            // Each replica its own time, as on a real cluster (a shared one would be stored once).
+            let ts = &(time::OffsetDateTime::UNIX_EPOCH
+                + time::Duration::seconds(1_796_032_800 + (v * 3 + r) as i64))
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+            let ts = ts.as_str();
             let ip = format!("10.42.{}.{}", n, 10 + r);
             if !failed {
                 modes.insert(name.clone(), json!("RW"));
