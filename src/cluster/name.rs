@@ -225,18 +225,32 @@ impl Serialize for Name {
 
 impl<'de> Deserialize<'de> for Name {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Name;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Name, E> {
-                Ok(Name::new(v))
-            }
-        }
-        d.deserialize_str(Visitor)
+        from_json_string(d, "a string", Name::new)
     }
+}
+
+/// Reads a JSON string straight into a `T` through `from`, without an owned copy; any other
+/// value is an error, as Go's decoder refuses it for a string field. The text fields of the
+/// view ([`Name`], [`super::Stamp`]) read this way.
+pub(super) fn from_json_string<'de, D: Deserializer<'de>, T>(
+    d: D,
+    expecting: &'static str,
+    from: fn(&str) -> T,
+) -> Result<T, D::Error> {
+    struct Visitor<T> {
+        expecting: &'static str,
+        from: fn(&str) -> T,
+    }
+    impl<T> serde::de::Visitor<'_> for Visitor<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.expecting)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+            Ok((self.from)(v))
+        }
+    }
+    d.deserialize_str(Visitor { expecting, from })
 }
 
 #[cfg(test)]

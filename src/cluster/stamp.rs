@@ -79,17 +79,7 @@ impl<'de> Deserialize<'de> for Stamp {
     /// A string, as for every text field of the view ([`super::Name`]): any other value makes
     /// the object unreadable, as it is to Longhorn's Go decoder.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Stamp;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an RFC 3339 time as a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Stamp, E> {
-                Ok(Stamp::parse(v))
-            }
-        }
-        d.deserialize_str(Visitor)
+        super::name::from_json_string(d, "an RFC 3339 time as a string", Stamp::parse)
     }
 }
 

@@ -88,8 +88,9 @@ pub async fn read_body(
 ) -> Result<(Bytes, BodyShare), BodyError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    let reserve = declared.filter(|n| *n <= max).unwrap_or(0).min(MAX_RESERVE);
-    let mut buf: Vec<u8> = Vec::with_capacity(reserve as usize);
+    // The length the body will have, when declared and within the limit.
+    let expected = declared.filter(|n| *n <= max).map(|n| n as usize);
+    let mut buf: Vec<u8> = Vec::with_capacity(expected.unwrap_or(0).min(MAX_RESERVE as usize));
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
     // A client that waits for `100 Continue` before sending gets the 413 instead: polling the
@@ -133,7 +134,7 @@ pub async fn read_body(
         }
         // Past the first [`MAX_RESERVE`], the client is sending the body it declared: reserve
         // all of it once rather than doubling (and copying) up to twice its size.
-        if let Some(n) = declared.filter(|n| *n <= max).map(|n| n as usize) {
+        if let Some(n) = expected {
             if buf.len() + data.len() > buf.capacity() && buf.capacity() < n {
                 buf.reserve_exact(n.saturating_sub(buf.len()));
             }
