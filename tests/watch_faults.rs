@@ -264,6 +264,23 @@ async fn a_resumed_watch_is_listed_again_at_its_first_event() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_managers_are_listed_a_few_per_page() {
+    // Each instance manager's status names every engine and replica it runs (1.5 MB at 10,000
+    // volumes): listed 500 per page, one body held all of them (45 MB) and set a relist's peak.
+    let (_, items) = cluster();
+    let api = WatchApi::start(items).await;
+    let guard = Guard::start(&api, watch::RECHECK_AFTER).await;
+    let lists = |path: &str| -> Vec<String> {
+        api.requests().into_iter().filter(|q| q.starts_with(path) && !q.contains("watch=")).collect()
+    };
+    let ims = lists("/apis/longhorn.io/v1beta2/namespaces/longhorn-system/instancemanagers?");
+    assert!(!ims.is_empty() && ims.iter().all(|q| q.contains("limit=4")), "{ims:?}");
+    let replicas = lists(REPLICAS);
+    assert!(!replicas.is_empty() && replicas.iter().all(|q| q.contains("limit=500")), "{replicas:?}");
+    guard.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_resumed_watches_are_listed_again_then_trusted() {
     let (_, items) = cluster();
     let api = WatchApi::start(items).await;

@@ -215,6 +215,10 @@ pub fn collection(path: &str) -> Result<Collection, String> {
         ("longhorn.io/v1beta2", "volumes") => "Volume",
         ("longhorn.io/v1beta2", "settings") => "Setting",
         ("longhorn.io/v1beta2", "instancemanagers") => "InstanceManager",
+        // What only `check cluster` reads.
+        ("longhorn.io/v1beta2", "backuptargets") => "BackupTarget",
+        ("longhorn.io/v1beta2", "recurringjobs") => "RecurringJob",
+        ("longhorn.io/v1beta2", "snapshots") => "Snapshot",
         ("storage.k8s.io/v1", "storageclasses") => "StorageClass",
         _ => return Err(format!("unexpected resource {path}")),
     };

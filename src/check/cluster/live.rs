@@ -143,6 +143,10 @@ async fn list_kind(
     page: u32,
 ) -> Result<(), String> {
     let mut token: Option<String> = None;
+    let page = match r.kind {
+        "InstanceManager" => crate::cluster::readset::INSTANCE_MANAGER_LIST_PAGE.min(page),
+        _ => page,
+    };
     loop {
         let mut lp = ListParams::default().limit(page);
         if let Some(l) = &r.labels {

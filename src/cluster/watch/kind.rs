@@ -12,6 +12,7 @@ use kube::runtime::WatchStreamExt as _;
 
 use super::retry::{fault_of, Retry};
 use super::Target;
+use crate::cluster::readset::INSTANCE_MANAGER_LIST_PAGE;
 use crate::cluster::stats::WatchFault;
 use crate::cluster::watched::{Item, Lean, Watched};
 use crate::cluster::{
@@ -70,7 +71,7 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
             }
             let api = st.api.clone();
             let inner = st.inner.get_or_insert_with(|| {
-                watcher::watcher(api, watcher::Config::default())
+                watcher::watcher(api, watcher::Config::default().page_size(list_page_size(kind)))
                     .backoff(Retry::default())
                     .map(|ev| {
                         ev.map(|e| match e {
@@ -138,6 +139,15 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
         }
     })
     .boxed()
+}
+
+/// Objects per page when the watcher lists `kind`: kube's default of 500, except for instance
+/// managers ([`INSTANCE_MANAGER_LIST_PAGE`]).
+fn list_page_size(kind: ObjectKind) -> u32 {
+    match kind {
+        ObjectKind::InstanceManager => INSTANCE_MANAGER_LIST_PAGE,
+        _ => 500,
+    }
 }
 
 /// One kind's events, parsed into its lean type.

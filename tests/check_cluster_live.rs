@@ -1,0 +1,29 @@
+//! `check cluster`'s reads from a live API server (the stand-in of `support::apiserver`, real TLS
+//! on 127.0.0.1:0): every kind paged, instance managers a few per page.
+
+mod support;
+
+use std::time::Duration;
+
+use longhorn_guard::check::cluster::live;
+use support::apiserver::FakeApi;
+use support::generated::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_managers_are_read_a_few_per_page() {
+    // Each instance manager's status names every engine and replica it runs (1.5 MB at 10,000
+    // volumes): 500 per page put all of them in one body.
+    let items =
+        state(&Layout { volumes: 6, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
+    let fake = FakeApi::start(items, Duration::ZERO).await;
+    let (_, view) = live::read_with(&fake.client()).await.expect("the stand-in serves every kind");
+    assert!(view.counts().iter().any(|(_, n)| *n > 0));
+    let lists = |plural: &str| -> Vec<String> {
+        let path = format!("/apis/longhorn.io/v1beta2/namespaces/longhorn-system/{plural}?");
+        fake.seen.requests().into_iter().filter(|q| q.starts_with(&path)).collect()
+    };
+    let ims = lists("instancemanagers");
+    assert!(!ims.is_empty() && ims.iter().all(|q| q.contains("limit=4")), "{ims:?}");
+    let replicas = lists("replicas");
+    assert!(!replicas.is_empty() && replicas.iter().all(|q| q.contains("limit=500")), "{replicas:?}");
+}
