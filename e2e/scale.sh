@@ -19,7 +19,9 @@
 # quiet, so confirmations read only the quiet ones; empty skips that phase), SCALE_OVERLAP (6:
 # evictions of the drained node's instance manager sent SCALE_OVERLAP_STAGGER (100ms) apart on a
 # quiet view, so confirmations overlap and queue for serve's --max-confirmations; 0 skips that
-# phase; LONGHORN_GUARD_MAX_CONFIRMATIONS sets the server's limit).
+# phase; LONGHORN_GUARD_MAX_CONFIRMATIONS sets the server's limit), SCALE_SETTLE (0: seconds
+# to wait without requests after the quiet view before one more RSS sample; 100 outlasts the
+# 90 s pool idle time of the API connections).
 #
 # Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
 # CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
@@ -44,6 +46,7 @@ PORT=${SCALE_PORT:-18453}
 KEEP=${SCALE_KEEP:-0}
 BUSY_KINDS=${SCALE_BUSY_KINDS-volumes,engines}
 OVERLAP=${SCALE_OVERLAP:-6}
+SETTLE=${SCALE_SETTLE:-0}
 OVERLAP_STAGGER=${SCALE_OVERLAP_STAGGER:-100ms}
 LH_NS=longhorn-system
 GUARD_NS=longhorn-guard
@@ -236,6 +239,13 @@ confirmed_rounds quiet
 quiet=$rounds_out
 rss_now=$(vm VmRSS)
 rss_peak=$(vm VmHWM)
+rss_settled=
+if [ "$SETTLE" -gt 0 ]; then
+	log "settle: ${SETTLE}s without requests (pooled API connections close after 90s idle)"
+	sleep "$SETTLE"
+	rss_settled=$(vm VmRSS)
+	echo "    RSS ${rss_settled} MiB"
+fi
 
 per_confirmation=$(per_confirmation_between "$WORK/metrics.quiet.0" "$WORK/metrics.quiet.1")
 # ---------------------------------------------------------------- partly busy view (optional)
@@ -307,6 +317,7 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s\n' "RSS idle (after the first check refresh)" "${rss_idle:-n/a} MiB"
 	printf '%-44s %s\n' "RSS at the end" "${rss_now:-n/a} MiB"
 	printf '%-44s %s\n' "peak RSS (VmHWM)" "${rss_peak:-n/a} MiB"
+	if [ -n "$rss_settled" ]; then printf '%-44s %s\n' "RSS ${SETTLE}s after the quiet view" "$rss_settled MiB"; fi
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, fresh view" "$(ms "$(field "$fresh" p50_ms)")" \
 		"$(ms "$(field "$fresh" p99_ms)")" "$(field "$fresh" requests)" "$(field "$fresh" allowed)"
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (confirmed)" "$(ms "$(field "$quiet" p50_ms)")" \

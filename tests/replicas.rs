@@ -332,6 +332,24 @@ fn volume_fixtures_deny_policy() {
     assert_warns(&decide(&request("volume-create-dry-run.json"), &deny_policy()), &[VOL_NODES]);
 }
 
+#[test]
+fn a_healthy_volume_with_more_replicas_than_schedulable_nodes_is_warned_of_its_next_loss() {
+    // Healthy: every replica is placed (one on a node that stopped taking replicas since), so
+    // "cannot be placed" would be wrong; the risk is the replacement of a replica it loses.
+    let mut req = request("volume-create-dry-run.json");
+    req.object.as_mut().unwrap()["status"] = json!({"robustness": "healthy", "state": "attached"});
+    for policy in [Policy::default(), deny_policy()] {
+        assert_warns(
+            &decide(&req, &policy),
+            &["longhorn-guard: volume pvc-d0c1b2a3-e4f5-4a6b-8c7d-9e0f1a2b3c4d: numberOfReplicas=3 > 2 \
+               schedulable nodes: no spare node"],
+        );
+    }
+    // Degraded (or not known yet, as on CREATE): replicas are missing now.
+    req.object.as_mut().unwrap()["status"]["robustness"] = json!("degraded");
+    assert_warns(&decide(&req, &Policy::default()), &[VOL_NODES]);
+}
+
 fn volume_req(f: impl Fn(&mut Value)) -> AdmissionRequest {
     let mut r = request("volume-create.json");
     f(r.object.as_mut().unwrap());

@@ -141,12 +141,10 @@ fn unknown_pod(view: &ClusterView, ns: &str, name: &str, policy: &Policy) -> Dec
     d.rule("drain")
 }
 
-/// The blocking and overridden volumes of draining `node`: from the view's [`DrainIndex`]
-/// when it has one (only the volumes that are not safe are analysed), else by the full
-/// [`analyze_node_with`]. Both give the same blocking and overridden reports.
-/// What a drain of `node` would wait for: the blocking and overridden volumes and the
-/// unmapped entries (safe volumes left out), from the drain index when the view keeps one. The
-/// node's override is read from the view.
+/// What a drain of `node` would wait for: the blocking and overridden volumes and the unmapped
+/// entries (safe volumes left out). From the view's [`DrainIndex`] when it keeps one (only the
+/// volumes that are not safe are analysed), else by the full [`analyze_node_with`]; both give
+/// the same reports. The node's override is read from the view.
 pub fn analyze_blockers(view: &ClusterView, node: &str, policy: &Policy, now: SystemTime) -> NodeAnalysis {
     let node_override = view.node(node).and_then(|n| override_reason(&n.metadata));
     analyze_for_decision(view, node, policy, now, node_override)

@@ -318,7 +318,18 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
         let soft_anti_affinity = view.setting("replica-soft-anti-affinity").and_then(go_bool) == Some(true);
         if view.longhorn_nodes().next().is_some() && !soft_anti_affinity {
             let usable = view.longhorn_nodes().filter(|n| n.can_take_replica()).count() as i64;
-            if n > usable {
+            // A healthy volume has every replica placed already (on nodes that stopped taking
+            // replicas since): the risk is the replacement of one it loses.
+            if n > usable && vol.status.robustness == "healthy" {
+                say(
+                    format!(
+                        "numberOfReplicas={n} > {usable} schedulable nodes; healthy now, but a replica it loses may find no node for its replacement, leaving it degraded"
+                    ),
+                    format!("numberOfReplicas={n} > {usable} schedulable nodes: no spare node"),
+                    false,
+                    "spec.numberOfReplicas",
+                );
+            } else if n > usable {
                 say(
                     format!(
                         "numberOfReplicas={n} > {usable} schedulable nodes; {} cannot be placed, so the volume stays or becomes degraded",

@@ -49,7 +49,8 @@ fn volume_object(v: &VolumeInfo) -> Value {
         "metadata": {"name": v.metadata.name, "namespace": LONGHORN_NAMESPACE},
         "spec": {"numberOfReplicas": v.spec.number_of_replicas, "dataEngine": v.spec.data_engine,
                  "dataLocality": v.spec.data_locality},
-        "status": {"kubernetesStatus": {"namespace": v.status.kubernetes_status.namespace}}})
+        "status": {"robustness": v.status.robustness,
+                   "kubernetesStatus": {"namespace": v.status.kubernetes_status.namespace}}})
 }
 
 /// What to do about one replica-rule message, by what it says.

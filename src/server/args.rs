@@ -1,0 +1,100 @@
+//! The arguments of `longhorn-guard serve`: each knob with its default and the reason for it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Limits;
+
+/// Arguments of `longhorn-guard serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Directory holding tls.crt and tls.key (a Kubernetes TLS Secret volume works as is).
+    #[arg(long, value_name = "DIR", env = "LONGHORN_GUARD_TLS_DIR", required_unless_present_all = ["tls_cert", "tls_key"], conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub tls_dir: Option<PathBuf>,
+    /// Serving certificate (PEM, leaf first), instead of --tls-dir; needs --tls-key.
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM), instead of --tls-dir; needs --tls-cert.
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Address to listen on (IP and port: `0.0.0.0:8443`, `[::]:8443`).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443", value_parser = listen_addr, env = "LONGHORN_GUARD_LISTEN")]
+    pub listen: SocketAddr,
+    /// Cluster snapshot file; without it the view is filled from live watches.
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_STATE")]
+    pub state: Option<PathBuf>,
+    /// Policy file (YAML); defaults apply when absent.
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Largest request body accepted, in bytes; larger ones get 413. Default 7 MiB: the API
+    /// server caps requests at 3 MiB, and an AdmissionReview holds an object and its old version.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, value_parser = clap::value_parser!(u64).range(1..), env = "LONGHORN_GUARD_MAX_BODY_BYTES")]
+    pub max_body_bytes: u64,
+    /// Time a client has to finish the TLS handshake, and to send a request's headers once it
+    /// started sending them (or after connecting), and the longest a response write may make
+    /// no progress. Default 5s: the API server sends and reads at once; this bounds slow
+    /// clients holding connections.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = positive_duration, env = "LONGHORN_GUARD_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request before it is closed.
+    /// Default 120s: longer than the API server's 90s idle timeout, so the client closes idle
+    /// connections first and no request races the server's close.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = positive_duration, env = "LONGHORN_GUARD_IDLE_TIMEOUT")]
+    pub idle_timeout: Duration,
+    /// Deadline for one request, body to response. Default 8s: under the API server's default
+    /// 10s webhook timeout. A shorter `?timeout=` from the API server wins, minus a margin.
+    #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = positive_duration, env = "LONGHORN_GUARD_REQUEST_TIMEOUT")]
+    pub request_timeout: Duration,
+    /// After SIGTERM, how long the server keeps accepting and answering (with `Connection:
+    /// close`) while `/readyz` is 503. Default 15s: time for the kubelet's readiness probe to
+    /// fail (up to 10s with the shipped probe) and the endpoint removal to reach every API
+    /// server (docs/server.md, "Shutdown").
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Duration,
+    /// After the shutdown delay, how long in-flight requests have to finish before the
+    /// remaining connections are cut. Default 10s: above the 8s request deadline.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Duration,
+    /// Most connections open at once. At the cap the longest-waiting idle connection is closed
+    /// to make room; when all are busy, new connections wait. Default 512 (about 9 MiB of
+    /// idle TLS connections, and inside a 1024 descriptor limit).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_connections, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONNECTIONS")]
+    pub max_connections: u32,
+    /// CA certificates (PEM). When set, only clients presenting a certificate signed by one of
+    /// them are served (the API server presents one through its admission kubeconfig).
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_CLIENT_CA")]
+    pub client_ca: Option<PathBuf>,
+    /// How often the certificate files are re-read to pick up a rotation. Default 2s: cheap
+    /// (two small reads) and well inside any certificate's overlap window.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = positive_duration, env = "LONGHORN_GUARD_TLS_RELOAD_INTERVAL")]
+    pub tls_reload_interval: Duration,
+    /// How often the `check cluster` findings on `/metrics` are refreshed from the cluster
+    /// (paginated reads, no watch). 5m keeps 100,000 snapshots' worth of LISTs rare; 0s turns the
+    /// checks off. With --state they are computed once from the snapshot.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
+    pub check_interval: Duration,
+    /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
+    /// from the API server at once; more wait their turn within their deadline, and requests
+    /// for a node whose confirmation is still waiting share it. Default 2: one at 10,000
+    /// volumes makes the API server serialise about 12 MB and holds 20-28 MiB here; run all at
+    /// once, parallel drains slow each other down (6 at once: p50 1.4 s against 0.6 s queued)
+    /// and push memory towards the limit.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONFIRMATIONS")]
+    pub max_confirmations: u32,
+}
+
+/// An `IP:port` to listen on: a host name or a missing port is a usage error (exit 2).
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|e| format!("not an IP address and port like 0.0.0.0:8443 or [::]:8443 ({e})"))
+}
+
+/// A duration longer than zero: a zero timeout or reload interval would make the server
+/// useless (every connection timed out) or stop a background task.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d.is_zero() {
+        return Err("must be longer than 0s".into());
+    }
+    Ok(d)
+}
