@@ -20,8 +20,7 @@
 # evictions of the drained node's instance manager sent SCALE_OVERLAP_STAGGER (100ms) apart on a
 # quiet view, so confirmations overlap and queue for serve's --max-confirmations; 0 skips that
 # phase; LONGHORN_GUARD_MAX_CONFIRMATIONS sets the server's limit), SCALE_SETTLE (0: seconds
-# to wait without requests after the quiet view before one more RSS sample; 100 outlasts the
-# 90 s pool idle time of the API connections).
+# to wait without requests after the quiet view before one more RSS sample).
 #
 # Every object it creates is labelled longhorn-guard-scale=true and removed on exit (also the
 # CRDs, the longhorn-system namespace and the guard's RBAC when this run created them). It
@@ -237,11 +236,13 @@ pause=$((max_view_age_s + 1))
 log "quiet view: $QUIET_ROUNDS evictions, each after ${pause}s without writes (confirmed)"
 confirmed_rounds quiet
 quiet=$rounds_out
+# Steady state again: serve hands freed heap back a second after a burst (src/heap.rs).
+sleep 2
 rss_now=$(vm VmRSS)
 rss_peak=$(vm VmHWM)
 rss_settled=
 if [ "$SETTLE" -gt 0 ]; then
-	log "settle: ${SETTLE}s without requests (pooled API connections close after 90s idle)"
+	log "settle: ${SETTLE}s without requests"
 	sleep "$SETTLE"
 	rss_settled=$(vm VmRSS)
 	echo "    RSS ${rss_settled} MiB"
@@ -315,7 +316,7 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s\n' "time to ready (start -> /readyz 200)" "${ready_s} s"
 	printf '%-44s %s\n' "RSS after sync" "${rss_sync:-n/a} MiB"
 	printf '%-44s %s\n' "RSS idle (after the first check refresh)" "${rss_idle:-n/a} MiB"
-	printf '%-44s %s\n' "RSS at the end" "${rss_now:-n/a} MiB"
+	printf '%-44s %s\n' "RSS at the end (2 s after the quiet view)" "${rss_now:-n/a} MiB"
 	printf '%-44s %s\n' "peak RSS (VmHWM)" "${rss_peak:-n/a} MiB"
 	if [ -n "$rss_settled" ]; then printf '%-44s %s\n' "RSS ${SETTLE}s after the quiet view" "$rss_settled MiB"; fi
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, fresh view" "$(ms "$(field "$fresh" p50_ms)")" \

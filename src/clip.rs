@@ -1,6 +1,7 @@
 //! Bounded log fields: a request-supplied string is cut to a fixed length with a marker, so
 //! no request can make a log line longer than a few kilobytes, and its control characters are
-//! escaped (`\n`, `\u{1b}`), so no request can start a log line of its own.
+//! escaped (`\n`, `\u{1b}`), so no request can start a log line of its own. A backslash is
+//! written `\\`, so a typed `\n` cannot pass for an escaped newline.
 
 use std::borrow::Cow;
 
@@ -41,9 +42,9 @@ fn breaks_lines(c: char) -> bool {
 }
 
 /// `s` with each character of [`breaks_lines`] written as an escape: `\n`, `\r`, `\t`, else
-/// `\u{hex}`.
+/// `\u{hex}`; and a backslash as `\\`, so that every backslash written starts an escape.
 fn escape_controls(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(breaks_lines) {
+    if !s.chars().any(|c| breaks_lines(c) || c == '\\') {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -52,6 +53,7 @@ fn escape_controls(s: &str) -> Cow<'_, str> {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
             c if breaks_lines(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
@@ -100,5 +102,8 @@ mod tests {
         assert!(matches!(clip("node-1"), Cow::Borrowed(_)));
         let long = format!("a\nb{}", "x".repeat(200));
         assert_eq!(clip_to(&long, 4), "a\\nbx…[+199 bytes]");
+        // A typed backslash-n is not an escaped newline.
+        assert_eq!(clip("a\\nb"), "a\\\\nb");
+        assert_ne!(clip("a\\nb"), clip("a\nb"));
     }
 }
