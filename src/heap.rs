@@ -41,9 +41,37 @@ pub fn release_soon() {
     if SCHEDULED.swap(true, Ordering::AcqRel) {
         return;
     }
-    runtime.spawn(async {
+    // Cleared however the wait ends: a task dropped with its runtime (polled or not) must not
+    // leave every later call believing a trim is on its way.
+    let scheduled = Unschedule;
+    runtime.spawn(async move {
         tokio::time::sleep(SETTLE).await;
-        SCHEDULED.store(false, Ordering::Release);
+        drop(scheduled);
         let _ = tokio::task::spawn_blocking(release).await;
     });
+}
+
+/// Clears [`SCHEDULED`] when dropped.
+struct Unschedule;
+
+impl Drop for Unschedule {
+    fn drop(&mut self) {
+        SCHEDULED.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    #[test]
+    fn a_trim_dropped_with_its_runtime_does_not_block_later_ones() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        rt.block_on(async { release_soon() });
+        assert!(SCHEDULED.load(Ordering::Acquire), "a trim is scheduled");
+        // The runtime goes away before the trim's second has passed.
+        drop(rt);
+        assert!(!SCHEDULED.load(Ordering::Acquire), "the next burst can schedule its own trim");
+    }
 }
