@@ -12,7 +12,7 @@ POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 .PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench bench-https scale fuzz clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## Build the binary (debug)
 	$(CARGO) build --locked

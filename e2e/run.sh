@@ -62,6 +62,8 @@ SCRIPT_NAME=e2e
 . "$E2E/faults.sh"
 # shellcheck source=e2e/check-cluster.sh
 . "$E2E/check-cluster.sh"
+# shellcheck source=e2e/replicas-deny.sh
+. "$E2E/replicas-deny.sh"
 
 # run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
 run() {
@@ -107,6 +109,7 @@ cleanup() {
 	set +e
 	log "cleanup"
 	stop_webhook
+	replicas_deny_cleanup
 	if [ "$APISERVER" = own ]; then
 		# The whole control plane is thrown away: nothing to delete object by object.
 		"$E2E/start-apiserver.sh" stop "$APISERVER_DIR"
@@ -320,6 +323,7 @@ run k apply -f - <<-EOF
 EOF
 check "apply of a Longhorn StorageClass with numberOfReplicas \"1\" prints a Warning" \
 	all 'rc_is 0' warned
+replicas_deny_checks
 
 log "init gate on instance-manager pods that request the storage network"
 im_pod() { # NAME NODE ANNOTATE(yes|no)

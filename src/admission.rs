@@ -224,8 +224,21 @@ pub fn response_review(uid: &str, decision: &Decision) -> Value {
             "reason": status.reason,
             "message": status.message,
         });
+        let mut details = serde_json::Map::new();
+        if let Some(subject) = status.subject.as_ref().filter(|s| !s.kind.is_empty()) {
+            if !subject.group.is_empty() {
+                details.insert("group".into(), json!(subject.group));
+            }
+            details.insert("kind".into(), json!(subject.kind));
+            if !subject.name.is_empty() {
+                details.insert("name".into(), json!(subject.name));
+            }
+        }
         if !status.causes.is_empty() {
-            st["details"] = json!({ "causes": status.causes });
+            details.insert("causes".into(), json!(status.causes));
+        }
+        if !details.is_empty() {
+            st["details"] = Value::Object(details);
         }
         obj.insert("status".into(), st);
     }

@@ -25,6 +25,17 @@ pub struct DenyStatus {
     pub reason: String,
     pub message: String,
     pub causes: Vec<Cause>,
+    /// The object a 422 is about, as `status.details` names it: kubectl then prints
+    /// `The <Kind> "<name>" is invalid: <field>: <message>`.
+    pub subject: Option<Subject>,
+}
+
+/// The object a denial is about (`status.details.group`, `kind`, `name`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subject {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
 }
 
 /// What a decision was about, for the structured log line and metrics.
@@ -83,6 +94,7 @@ impl Decision {
                 reason: reason.to_string(),
                 message: message.into(),
                 causes: Vec::new(),
+                subject: None,
             }),
             ..Self::allow()
         }

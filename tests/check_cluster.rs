@@ -94,7 +94,7 @@ fn the_demo_snapshot_fires_every_check_with_exact_messages() {
         ("snapshot-retention", Warning, "volume/vol-healthy", "vol-healthy has 4 snapshots (snapshotMaxCount=5), holding 1.9 GiB: 80% of the limit"),
         ("replica-count", Warning, "volume/vol-degraded", "volume vol-degraded: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("replica-count", Warning, "volume/vol-detached", "volume vol-detached: numberOfReplicas=1 has no redundancy; policy minimum is 3"),
-        ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes: no spare node"),
+        ("replica-count", Warning, "volume/vol-healthy", "volume vol-healthy: numberOfReplicas=3 > 2 schedulable nodes; a lost replica has no node to rebuild on"),
         ("replica-count", Warning, "volume/vol-v2", "volume vol-v2: numberOfReplicas=2 tolerates 1 node failure; policy minimum is 3"),
         ("volume-health", Warning, "volume/vol-degraded", "vol-degraded is degraded: fewer healthy replicas than numberOfReplicas=2"),
         ("volume-health", Error, "volume/vol-degraded", "vol-degraded: rebuild of replica vol-degraded-r-7d8e9f0a stuck at 0% since 2026-11-30T11:19:51Z"),

@@ -357,3 +357,60 @@ fn collect(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// A missing instance-manager pod means "its process is gone" only in a view that holds
+/// instance-manager pods: the first to arrive and the last to leave (here im-2's, on a node
+/// without replicas) change the verdict of volumes on every other instance manager, and the
+/// index recomputes them.
+#[test]
+fn the_first_and_the_last_instance_manager_pod_change_every_verdict() {
+    let mut objects = Vec::new();
+    for k in 0..3 {
+        let mut im = lh("InstanceManager", &format!("im-{k}"), json!({}));
+        im["spec"] = json!({"nodeID": node(k), "type": "aio", "dataEngine": "v1", "image": "img-a"});
+        im["status"] = json!({"currentState": "running"});
+        objects.push(im);
+        objects.push(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node(k)}, "spec": {}}));
+        if k == 2 {
+            continue;
+        }
+        let mut r = lh(
+            "Replica",
+            &format!("vol-0-r-{k}"),
+            json!({"longhornvolume": "vol-0", "longhornnode": node(k)}),
+        );
+        r["spec"] = json!({"volumeName": "vol-0", "nodeID": node(k), "dataEngine": "v1", "desireState": "running",
+            "healthyAt": T, "lastHealthyAt": T});
+        r["status"] = json!({"currentState": "running", "instanceManagerName": format!("im-{k}")});
+        objects.push(r);
+    }
+    let mut vol = lh("Volume", "vol-0", json!({}));
+    vol["spec"] = json!({"numberOfReplicas": 2});
+    vol["status"] = json!({"state": "detached", "currentNodeID": ""});
+    objects.push(vol);
+    let pod = |k: usize| {
+        parse(&json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("im-{k}"), "namespace": "longhorn-system",
+                "labels": {"longhorn.io/component": "instance-manager", "longhorn.io/node": node(k)}},
+            "spec": {"nodeName": node(k)}}))
+    };
+    let blocks = |view: &ClusterView| {
+        let index = view.index::<DrainIndex>().unwrap();
+        !index.analyze(view, "node-0", &Policy::default(), now(), None).volumes.is_empty()
+    };
+    let mut view = ClusterView::from_objects(Source::Watch, objects.iter().map(parse), now());
+    let ns = Some("longhorn-system");
+    type Step<'a> = Box<dyn Fn(&mut ClusterView) + 'a>;
+    let steps: [(&str, Step<'_>, bool); 5] = [
+        ("no pods: the state alone decides", Box::new(|_| {}), false),
+        ("the first pod (im-2's) arrives: im-1's is gone", Box::new(|v| v.upsert(pod(2), now())), true),
+        ("im-1's pod arrives", Box::new(|v| v.upsert(pod(1), now())), false),
+        ("im-1's pod leaves", Box::new(|v| v.remove(ObjectKind::Pod, ns, "im-1")), true),
+        ("the last pod (im-2's) leaves", Box::new(|v| v.remove(ObjectKind::Pod, ns, "im-2")), false),
+    ];
+    for (what, step, want) in steps {
+        step(&mut view);
+        assert_agrees(&view, what).unwrap();
+        assert_eq!(blocks(&view), want, "{what}");
+    }
+}

@@ -208,7 +208,7 @@ fn allowed(items: &[Value]) -> bool {
 }
 
 /// Adds to volume `vi` a replica that protects by definition: healthy and not failed, RW
-/// in the engine, on node-9 (schedulable, with a running instance manager).
+/// in the engine, on node-9 (schedulable, with a running instance manager and its pod).
 fn add_protecting(items: &mut Vec<Value>, vi: usize) {
     let vol = format!("vol-{vi}");
     let name = format!("{vol}-r-extra");
@@ -217,6 +217,10 @@ fn add_protecting(items: &mut Vec<Value>, vi: usize) {
         items.push(json!({"apiVersion": "longhorn.io/v1beta2", "kind": "InstanceManager",
             "metadata": {"name": im_name(9), "namespace": "longhorn-system"},
             "spec": {"nodeID": "node-9", "type": "aio", "dataEngine": "v1"}, "status": {"currentState": "running"}}));
+        items.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": im_name(9), "namespace": "longhorn-system",
+                "labels": {"longhorn.io/component": "instance-manager", "longhorn.io/node": "node-9"}},
+            "spec": {"nodeName": "node-9"}}));
     }
     items.push(json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Replica",
         "metadata": {"name": name, "namespace": "longhorn-system", "labels": {"longhornvolume": vol, "longhornnode": "node-9"}},

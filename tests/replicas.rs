@@ -281,6 +281,53 @@ fn storage_class_fixture() {
     assert_warns(&decide(&req, &p), &[]);
 }
 
+/// The 422 names the object in `status.details` (group, kind, name) beside its causes, so kubectl
+/// prints `The StorageClass "longhorn-1-replica" is invalid: parameters.numberOfReplicas: ...`
+/// (its `checkErr` for reason `Invalid`); without kind and name it prints only "The request is
+/// invalid", dropping the message the causes do not repeat.
+#[test]
+fn a_denial_names_its_object_for_kubectl() {
+    let cases = [
+        (
+            "storageclass-create-longhorn-1-replica.json",
+            "storage.k8s.io",
+            "StorageClass",
+            "longhorn-1-replica",
+        ),
+        ("volume-create.json", "longhorn.io", "Volume", ""),
+        ("setting-update.json", "longhorn.io", "Setting", "default-replica-count"),
+    ];
+    for (fixture, group, kind, name) in cases {
+        let req = request(fixture);
+        let name = if name.is_empty() {
+            req.object.as_ref().unwrap()["metadata"]["name"].as_str().unwrap()
+        } else {
+            name
+        };
+        let d = decide(&req, &deny_policy());
+        let wire = longhorn_guard::admission::response_review(&req.uid, &d);
+        let status = &wire["response"]["status"];
+        assert_eq!(
+            (status["code"].as_u64(), status["reason"].as_str()),
+            (Some(422), Some("Invalid")),
+            "{fixture}"
+        );
+        let details = &status["details"];
+        assert_eq!(
+            (details["group"].as_str(), details["kind"].as_str(), details["name"].as_str()),
+            (Some(group), Some(kind), Some(name)),
+            "{fixture}: {details}"
+        );
+        let causes = details["causes"].as_array().unwrap();
+        assert!(!causes.is_empty(), "{fixture}");
+        assert_eq!(causes[0]["message"], status["message"], "{fixture}");
+    }
+    // An allow, or a 429 drain denial, carries no details.
+    let req = request("storageclass-create-longhorn-1-replica.json");
+    let wire = longhorn_guard::admission::response_review(&req.uid, &decide(&req, &Policy::default()));
+    assert!(wire["response"].get("status").is_none(), "{wire}");
+}
+
 #[test]
 fn storage_class_edge_cases() {
     let base = request("storageclass-create-longhorn-1-replica.json");
@@ -366,7 +413,7 @@ fn volume_zero_resolves_the_default_setting() {
     // schedulable nodes (node-3 is cordoned).
     assert_warns(
         &decide(&req, &Policy::default()),
-        &["longhorn-guard: volume vol-a: numberOfReplicas=3 > 2 schedulable nodes: 1 unplaceable"],
+        &["longhorn-guard: volume vol-a: numberOfReplicas=3 > 2 schedulable nodes; 1 replica cannot be placed: degraded"],
     );
     // With v2=2 in the view, a v2 volume is below the minimum; a warning even under deny.
     let mut view = view();

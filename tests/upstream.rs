@@ -104,6 +104,30 @@ fn a_v2_engine_frontend_blocks_naming_its_volume() {
     assert!(!evict("v2-engine-frontend-only.yaml", "node-1").allowed);
 }
 
+// longhorn-manager controller/volume_controller.go: a v2 volume's engine runs on
+// spec.engineNodeID when set (Longhorn 1.12+), and a new value switches it over; the engine keeps
+// the PDB (areAllVolumesDetachedFromNode). Longhorn: blocks. longhorn-guard: blocks, and tells to
+// move the engine, not the workload, which is on another node.
+#[test]
+fn a_v2_engine_placed_by_engine_node_id_is_moved_by_it() {
+    let o = evict_with("v2-engine-on-another-node.yaml", "instance-manager-v2-node-2", &[]);
+    assert!(!o.allowed);
+    assert_eq!(
+        o.message,
+        "longhorn-guard: draining node-2 would strand 1 volume:\n\
+         - vol-v2: its engine runs on node-2 (spec.engineNodeID) for its workload on node-1; set its \
+         spec.engineNodeID to another node first; Longhorn moves the engine there and the workload stays"
+    );
+    // Without engineNodeID the same engine is the volume's own: move the workload.
+    let o = evict_with("v2-engine-frontend-only.yaml", "instance-manager-v2-node-2", &[]);
+    assert!(
+        o.message
+            .ends_with("vol-v2: attached to node-2 (engine running); move its workload off node-2 first"),
+        "{}",
+        o.message
+    );
+}
+
 // longhorn-manager controller/instance_manager_controller.go areAllInstanceRemovedFromNodeByType:
 // any entry keeps the PDB. Longhorn: blocks. longhorn-guard: blocks, naming entry and manager.
 #[test]

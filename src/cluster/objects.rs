@@ -109,6 +109,10 @@ pub struct VolumeSpec {
     pub data_locality: Name,
     #[serde(rename = "nodeID")]
     pub node_id: Name,
+    /// Where a v2 volume's engine (target) runs when not on `nodeID` (Longhorn 1.12+; empty:
+    /// on `nodeID`).
+    #[serde(rename = "engineNodeID")]
+    pub engine_node_id: Name,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::admission::{AdmissionRequest, Operation};
 use crate::cluster::{ClusterView, StorageClass, Volume};
-use crate::decision::{Cause, Decision};
+use crate::decision::{Cause, Decision, Subject};
 use crate::policy::settings::go_bool;
 use crate::policy::{object, settings, typed, Policy, ReplicaAction, RuleError};
 use default_count::LONGHORN_RANGE;
@@ -70,8 +70,8 @@ impl Finding {
 }
 
 /// Builds the decision: warnings, or under `deny` a 422 for the deniable findings (the
-/// others ride along as warnings).
-fn decide(findings: Vec<Finding>, policy: &Policy) -> Decision {
+/// others ride along as warnings), naming the request's object (`name`) by its kind.
+fn decide(findings: Vec<Finding>, policy: &Policy, req: &AdmissionRequest, name: &str) -> Decision {
     let deny = policy.replicas.action == ReplicaAction::Deny && findings.iter().any(|f| f.deniable);
     if !deny {
         return Decision::warn(findings.into_iter().map(|f| f.text).collect()).rule("replicas");
@@ -88,6 +88,11 @@ fn decide(findings: Vec<Finding>, policy: &Policy) -> Decision {
                 message: f.full.clone(),
             })
             .collect();
+        st.subject = Some(Subject {
+            group: req.kind.group.clone(),
+            kind: req.kind.kind.clone(),
+            name: name.to_string(),
+        });
     }
     d.warnings = warned.into_iter().map(|f| f.text).collect();
     d.rule("replicas")
@@ -172,7 +177,7 @@ pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> R
         )],
         Ok(count) => default_count_findings(&count, policy.replicas.minimum, old.as_ref()),
     };
-    Ok(decide(findings, policy))
+    Ok(decide(findings, policy, req, name))
 }
 
 /// `value` of a Setting object: a string, or missing (`""`).
@@ -323,7 +328,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             if n > usable && vol.status.robustness == "healthy" {
                 say(
                     format!(
-                        "numberOfReplicas={n} > {usable} schedulable nodes; healthy now, but a replica it loses may find no node for its replacement, leaving it degraded"
+                        "numberOfReplicas={n} > {usable} schedulable nodes; a lost replica has no node to rebuild on"
                     ),
                     format!("numberOfReplicas={n} > {usable} schedulable nodes: no spare node"),
                     false,
@@ -332,7 +337,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             } else if n > usable {
                 say(
                     format!(
-                        "numberOfReplicas={n} > {usable} schedulable nodes; {} cannot be placed, so the volume stays or becomes degraded",
+                        "numberOfReplicas={n} > {usable} schedulable nodes; {} cannot be placed: degraded",
                         crate::decision::count(usize::try_from(n - usable).unwrap_or(0), "replica")
                     ),
                     format!("numberOfReplicas={n} > {usable} schedulable nodes: {} unplaceable", n - usable),
@@ -350,7 +355,7 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             "spec.dataLocality",
         );
     }
-    Ok(decide(findings, policy))
+    Ok(decide(findings, policy, req, &name))
 }
 
 /// `storageclasses` CREATE (StorageClass parameters are immutable).
@@ -406,5 +411,5 @@ pub fn storage_class(
             }
         }
     }
-    Ok(decide(findings, policy))
+    Ok(decide(findings, policy, req, &name))
 }

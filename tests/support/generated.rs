@@ -124,7 +124,7 @@ pub fn state(layout: &Layout) -> Vec<Value> {
 }
 
 /// An upgrade in progress on node-1: a second instance manager with the new image is running
-/// and the old one is stopped, and node-1's replicas name neither (so the analysis picks one
+/// (with its pod) and the old one is stopped, and node-1's replicas name neither (so the analysis picks one
 /// by `default-instance-manager-image`, which names the new image).
 pub fn upgrade(mut items: Vec<Value>) -> Vec<Value> {
     let old = im_of(&items, "node-1");
@@ -138,6 +138,10 @@ pub fn upgrade(mut items: Vec<Value>) -> Vec<Value> {
     new["spec"]["image"] = json!("longhornio/longhorn-instance-manager:v1.13.0");
     new["status"]["currentState"] = json!("running");
     items.push(new);
+    // Its pod, as Longhorn creates one (same name) for every instance manager.
+    let mut pod = named(&items, "Pod", &old).clone();
+    pod["metadata"]["name"] = json!("instance-manager-0new0image0000000000000000000000");
+    items.push(pod);
     for r in items.iter_mut().filter(|o| o["kind"] == "Replica" && o["spec"]["nodeID"] == "node-1") {
         r["status"]["instanceManagerName"] = json!("");
     }

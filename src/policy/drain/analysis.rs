@@ -198,7 +198,24 @@ fn analyze_volume(
             (true, false) => "engine running".to_string(),
             _ => how.clone(),
         };
-        reason = format!("attached to {node} ({engine_phrase})");
+        // A v2 engine placed here by `spec.engineNodeID` serves a workload on another node:
+        // moving the workload does not move the engine.
+        let serves = vol
+            .filter(|v| v.spec.data_engine == "v2" && v.spec.engine_node_id == node)
+            .map(|v| {
+                if v.status.current_node_id.is_empty() {
+                    &v.spec.node_id
+                } else {
+                    &v.status.current_node_id
+                }
+            })
+            .filter(|front| !front.is_empty() && front.as_str() != node);
+        reason = match serves {
+            Some(front) => {
+                format!("its engine runs on {node} (spec.engineNodeID) for its workload on {front}")
+            }
+            None => format!("attached to {node} ({engine_phrase})"),
+        };
         if stranded {
             let others: Vec<&ReplicaFacts> = facts.iter().filter(|f| !f.report.on_node).collect();
             match at_risk.iter().filter(|f| is_available_healthy(f.replica)).count() {
@@ -215,7 +232,11 @@ fn analyze_volume(
             .filter(|k| !k.pvc_name.is_empty())
             .map(|k| format!(" (PVC {}/{})", k.namespace, k.pvc_name))
             .unwrap_or_default();
-        remedy = if wording::is_strict_local(vol) {
+        remedy = if let Some(front) = serves {
+            let _ = front;
+            "set its spec.engineNodeID to another node first; Longhorn moves the engine there and the workload stays"
+                .to_string()
+        } else if wording::is_strict_local(vol) {
             wording::strict_local_remedy(node)
         } else if vol.is_some_and(|v| {
             let k = &v.status.kubernetes_status;

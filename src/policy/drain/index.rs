@@ -209,7 +209,13 @@ impl DrainIndex {
                     _ => None,
                 };
                 let now = view.pod(LONGHORN_NAMESPACE, name).and_then(terminating);
-                if before != now {
+                // The first pod there arriving, or the last leaving, decides whether a missing
+                // instance-manager pod means anything (see `facts::instance_manager_pod_gone`).
+                let first_or_last = old.is_some() != view.pod(LONGHORN_NAMESPACE, name).is_some()
+                    && view.pods_in_count(LONGHORN_NAMESPACE) == usize::from(old.is_none());
+                if first_or_last {
+                    self.all_dirty = true;
+                } else if before != now {
                     // The pod is its instance manager's (same name): mark what that one marks
                     // when its state changes.
                     if let Some(im) = view.instance_manager(name) {

@@ -32,6 +32,15 @@ fn instance_manager_pod_terminating(view: &ClusterView, im: &InstanceManager) ->
         .is_some_and(|p| p.is_instance_manager() && p.metadata.deletion_timestamp.is_some())
 }
 
+/// True when the view holds instance-manager pods but not `im`'s (same name, in Longhorn's
+/// namespace): deleted by hand or force-deleted with its node, before Longhorn marks the
+/// instance manager `error` (Longhorn's own PDB check trusts the state in that window). A view
+/// without any pod there (a snapshot of Longhorn objects only) says nothing.
+fn instance_manager_pod_gone(view: &ClusterView, im: &InstanceManager) -> bool {
+    let name = im.metadata.name.as_deref().unwrap_or_default();
+    view.holds_pods_in(LONGHORN_NAMESPACE) && view.pod(LONGHORN_NAMESPACE, name).is_none()
+}
+
 /// The instance manager a replica runs in: `status.instanceManagerName` (none when that names
 /// one that does not exist: Longhorn clears the name when it stops an instance, so such a
 /// replica's process is gone, and Longhorn marks it error once it looks), else the one on its
@@ -132,6 +141,7 @@ pub(super) fn replica_facts<'a>(
                 Some(im) if instance_manager_pod_terminating(view, im) => {
                     Some(WhyNot::InstanceManagerNotRunning("terminating".into()))
                 }
+                Some(im) if instance_manager_pod_gone(view, im) => Some(WhyNot::InstanceManagerPodGone),
                 Some(_) => None,
             },
         }

@@ -187,12 +187,18 @@ pub enum WhyNot {
     NoInstanceManager,
     /// The instance manager's `status.currentState`.
     InstanceManagerNotRunning(String),
+    /// The instance manager says `running`, but the view holds instance-manager pods and not
+    /// its pod: the process is gone and Longhorn has not updated the state yet.
+    InstanceManagerPodGone,
 }
 
 impl WhyNot {
     /// True when the replica's instance manager is the problem.
     pub fn is_instance_manager(&self) -> bool {
-        matches!(self, Self::NoInstanceManager | Self::InstanceManagerNotRunning(_))
+        matches!(
+            self,
+            Self::NoInstanceManager | Self::InstanceManagerNotRunning(_) | Self::InstanceManagerPodGone
+        )
     }
 }
 
@@ -223,6 +229,7 @@ impl std::fmt::Display for WhyNot {
                 "has no running instance manager (state {})",
                 if state.is_empty() { "unknown" } else { state.as_str() }
             ),
+            Self::InstanceManagerPodGone => f.write_str("has no running instance manager (its pod is gone)"),
         }
     }
 }
