@@ -50,13 +50,18 @@ pub struct EngineRef<'a> {
 
 /// Maps a name Longhorn generates for a volume's engine, `<volume>-e-<n>`
 /// (`types.GenerateEngineNameForVolume`, v1 and v2), or engine frontend, `<volume>-ef-<n>`
-/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal, to the volume.
+/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal, to the volume. Engines
+/// named by Longhorn 1.5 and earlier, `<volume>-e-<8 hex digits>` (`util.RandomID`), keep
+/// their name across upgrades until replaced, and map too.
 pub fn engine_volume(name: &str) -> Option<EngineRef<'_>> {
     [("-e-", InstanceKind::Engine), ("-ef-", InstanceKind::EngineFrontend)].into_iter().find_map(
         |(sep, kind)| {
             let (volume, n) = name.rsplit_once(sep)?;
             let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
-            (!volume.is_empty() && numbered).then_some(EngineRef { volume, kind })
+            let random_id = kind == InstanceKind::Engine
+                && n.len() == 8
+                && n.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            (!volume.is_empty() && (numbered || random_id)).then_some(EngineRef { volume, kind })
         },
     )
 }
@@ -169,6 +174,11 @@ mod tests {
             ("vol-ef-e-2", e("vol-ef")),
             ("v-e-ef-0", f("v-e")),
             ("a-e-b-ef-1", f("a-e-b")),
+            // Longhorn 1.5 and earlier: 8 hex digits, for engines only.
+            ("vol-a-e-1a2b3c4d", e("vol-a")),
+            ("vol-a-ef-1a2b3c4d", None),
+            ("vol-a-e-1a2b3c4", None),
+            ("vol-a-e-1A2B3C4D", None),
             // Not Longhorn names: no number, empty volume, other suffixes.
             ("vol-a-e-x", None),
             ("vol-a-e-", None),
