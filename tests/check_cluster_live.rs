@@ -27,3 +27,15 @@ async fn instance_managers_are_read_a_few_per_page() {
     let replicas = lists("replicas");
     assert!(!replicas.is_empty() && replicas.iter().all(|q| q.contains("limit=500")), "{replicas:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_api_server_fails_the_read_instead_of_hanging_it() {
+    // The client sets no read timeout (its watches are quiet for minutes): each page has its own.
+    let items =
+        state(&Layout { volumes: 2, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
+    let fake = FakeApi::start(items, Duration::from_secs(3600)).await;
+    let started = std::time::Instant::now();
+    let err = live::read_within(&fake.client(), Duration::from_millis(300)).await.unwrap_err();
+    assert!(err.contains("the API server did not answer within 300ms"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+}

@@ -364,3 +364,26 @@ fn symlink_loops_do_not_hang_and_arrays_are_read() {
     );
     assert_eq!(r.inputs, 1);
 }
+
+#[test]
+fn a_document_that_starts_on_its_separator_line_is_linted() {
+    // YAML lets a document start on its `---` line (flow style); it is neither dropped nor
+    // taken for an empty input, and its findings and errors carry the file's line numbers.
+    let sc = r#"{apiVersion: storage.k8s.io/v1, kind: StorageClass, metadata: {name: one}, provisioner: driver.longhorn.io, parameters: {numberOfReplicas: "1"}}"#;
+    let deny = "--policy=examples/lint/policy-deny.yaml";
+    let o = lint_stdin(
+        &[deny, "-"],
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\n--- {sc}\n"),
+    );
+    assert_eq!(code(&o), 1, "{o:?}");
+    assert!(lines(&o)[0].starts_with("-:4: StorageClass/one: denied: numberOfReplicas=1"), "{o:?}");
+    // As the only document, after a comment on its line, and with `---` and trailing space.
+    let o = lint_stdin(&[deny, "-"], &format!("--- {sc}   \n"));
+    assert_eq!(code(&o), 1, "{o:?}");
+    let o = lint_stdin(&[deny, "-"], &format!("--- # the class\n{sc}\n"));
+    assert_eq!(code(&o), 1, "{o:?}");
+    // A block mapping cannot start there: a syntax error at the file's line, never a pass.
+    let o = lint_stdin(&[deny, "-"], "a: 1\n---\nb: 2\n--- kind: StorageClass\nmetadata: {name: two}\n");
+    assert_eq!(code(&o), 2, "{o:?}");
+    assert!(lines(&o)[0].starts_with("-:5: error: YAML syntax error: "), "{o:?}");
+}

@@ -7,7 +7,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_longhorn-guard");
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml");
 
 #[test]
-fn zero_timeouts_intervals_and_body_limits_are_usage_errors() {
+fn zero_or_huge_timeouts_intervals_and_body_limits_are_usage_errors() {
     let certs = tempfile::tempdir().unwrap();
     for (flag, value, why) in [
         ("--tls-reload-interval", "0s", "must be longer than 0s"),
@@ -16,6 +16,11 @@ fn zero_timeouts_intervals_and_body_limits_are_usage_errors() {
         ("--request-timeout", "0s", "must be longer than 0s"),
         ("--max-body-bytes", "0", "0 is not in 1.."),
         ("--max-confirmations", "0", "0 is not in 1.."),
+        // Past any sane value, and past what the clock's arithmetic holds.
+        ("--max-body-bytes", "67108865", "67108865 is not in 1..=67108864"),
+        ("--request-timeout", "18446744073709551615s", "must be at most 24h"),
+        ("--shutdown-grace", "25h", "must be at most 24h"),
+        ("--check-interval", "1000000d", "must be at most 24h"),
     ] {
         let out = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO, "--tls-dir"])

@@ -177,6 +177,20 @@ pub fn kind_of(api_version: &str, type_name: &str) -> Option<ObjectKind> {
         .map(|r| r.kind)
 }
 
+/// The `apiVersion` the view reads `type_name` of `api_version`'s group at, when that is
+/// another version: such an object is one the view would use, written at a version it cannot
+/// read.
+pub fn read_version_of(api_version: &str, type_name: &str) -> Option<String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    RESOURCES.iter().find(|r| r.group == group && r.type_name == type_name && r.version != version).map(|r| {
+        if r.group.is_empty() {
+            r.version.to_string()
+        } else {
+            format!("{}/{}", r.group, r.version)
+        }
+    })
+}
+
 /// True for a Setting a drain decision reads.
 pub fn is_drain_setting(name: &str) -> bool {
     DRAIN_SETTINGS.contains(&name)

@@ -149,6 +149,14 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     let kind_name = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
     let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
     let Some(kind) = super::readset::kind_of(&api_version, &kind_name) else {
+        // A kind a decision reads, at a version it cannot: skipping it could turn a denial
+        // into an allow (a snapshot without its replicas), so it is an error.
+        if let Some(read) = super::readset::read_version_of(&api_version, &kind_name) {
+            return Err(format!(
+                "{kind_name} {name} is {api_version}; longhorn-guard reads {kind_name} as {read} \
+                 (what `kubectl get -o yaml` prints from a cluster that serves it)"
+            ));
+        }
         if api_version == super::LONGHORN_API_VERSION
             && super::readset::CHECK_ONLY_KINDS.contains(&kind_name.as_str())
         {
@@ -171,6 +179,23 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
 mod tests {
     use super::*;
     use crate::cluster::ObjectKind;
+
+    #[test]
+    fn a_kind_the_view_reads_at_another_version_is_an_error_not_skipped() {
+        // Skipped, the replica would be missing and its volume's drain allowed.
+        let list = r#"{"apiVersion":"v1","kind":"List","items":[
+            {"apiVersion":"longhorn.io/v1beta1","kind":"Replica","metadata":{"name":"r1","namespace":"longhorn-system"}}]}"#;
+        let e = parse(list, Path::new("t")).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "Replica r1 is longhorn.io/v1beta1; longhorn-guard reads Replica as longhorn.io/v1beta2"
+            ),
+            "{e}"
+        );
+        let pod = r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v2","kind":"Pod","metadata":{"name":"p"}}]}"#;
+        let e = parse(pod, Path::new("t")).unwrap_err().to_string();
+        assert!(e.contains("Pod p is v2; longhorn-guard reads Pod as v1"), "{e}");
+    }
 
     #[test]
     fn list_and_multi_document_yaml_give_the_same_objects() {

@@ -82,7 +82,7 @@ pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>,
 /// Keeps an input named on the command line, or reports it as empty.
 fn named(input: Input, inputs: &mut Vec<Input>, errors: &mut Vec<InputError>) {
     let text = input.text_without_bom();
-    if text.lines().any(|l| is_content(l) && !is_separator(l)) {
+    if text.lines().any(|l| is_content(l) && !matches!(separator(l), Some(None))) {
         inputs.push(input);
     } else {
         let what = if input.path == "-" { "stdin" } else { "the file" };
@@ -160,27 +160,38 @@ pub fn documents(input: &Input) -> Result<Vec<Document>, InputError> {
     }
     let mut docs = Vec::new();
     let mut start = 0usize; // index of the chunk's first line
-    let mut i = 0usize;
-    while i <= lines.len() {
-        let boundary = i == lines.len() || is_separator(lines[i]);
-        if boundary {
-            if let Some(doc) = parse_chunk(&input.path, &lines, start, i)? {
-                docs.push(doc);
-            }
-            start = i + 1;
+                            // A document that starts on its `---` line (`--- {kind: StorageClass, ...}`): that line
+                            // with the marker blanked, so columns stay the file's.
+    let mut head: Option<String> = None;
+    for i in 0..=lines.len() {
+        let separator = if i == lines.len() { Some(None) } else { separator(lines[i]) };
+        let Some(rest) = separator else { continue };
+        if let Some(doc) = parse_chunk(&input.path, &lines, start, i, head.take())? {
+            docs.push(doc);
         }
-        i += 1;
+        start = i + 1;
+        if let Some(rest) = rest {
+            // `rest` ends the line (less trailing space): blank what comes before it.
+            head = Some(format!("{}{rest}", " ".repeat(lines[i].trim_end().len() - rest.len())));
+            start = i;
+        }
     }
     Ok(docs)
 }
 
-/// `---` (optionally followed by whitespace or a comment) or `...` at column 0.
-fn is_separator(line: &str) -> bool {
+/// A document boundary at column 0: `---` (alone, or followed by whitespace and a comment or
+/// the start of the next document) or `...`. `Some` of that start on the line, if any.
+fn separator(line: &str) -> Option<Option<&str>> {
     let l = line.trim_end();
     if l == "..." {
-        return true;
+        return Some(None);
     }
-    l.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
+    let rest = l.strip_prefix("---")?;
+    if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let content = rest.trim_start();
+    Some((!content.is_empty() && !content.starts_with('#')).then_some(content))
 }
 
 fn is_content(line: &str) -> bool {
@@ -192,20 +203,39 @@ fn first_content_line(lines: &[&str], from: usize, to: usize) -> Option<usize> {
     (from..to).find(|&i| is_content(lines[i])).map(|i| i + 1)
 }
 
-/// Parses lines `from..to` as one YAML document; `None` for an empty one. The text is padded
-/// with the lines before it so parser line numbers are the file's.
-fn parse_chunk(path: &str, lines: &[&str], from: usize, to: usize) -> Result<Option<Document>, InputError> {
-    let Some(first) = first_content_line(lines, from, to) else { return Ok(None) };
-    let mut text = "\n".repeat(from);
-    for l in &lines[from..to] {
-        text.push_str(l);
+/// Parses lines `from..to` as one YAML document, line `from` replaced by `head` when given (a
+/// document started on its `---` line); `None` for an empty one. Parser line numbers are
+/// shifted to the file's.
+fn parse_chunk(
+    path: &str,
+    lines: &[&str],
+    from: usize,
+    to: usize,
+    head: Option<String>,
+) -> Result<Option<Document>, InputError> {
+    let first = match &head {
+        Some(h) if is_content(h) => Some(from + 1),
+        _ => first_content_line(lines, from, to),
+    };
+    let Some(first) = first else { return Ok(None) };
+    let mut text = String::new();
+    for (n, l) in lines[from..to].iter().enumerate() {
+        match (&head, n) {
+            (Some(h), 0) => text.push_str(h),
+            _ => text.push_str(l),
+        }
         text.push('\n');
     }
     match crate::yaml::from_str::<Value>(&text) {
         Ok(Value::Null) => Ok(None),
         Ok(value) => Ok(Some(Document { value, first, last: to.max(first) })),
         Err(e) => {
-            let line = e.location().map(|l| l.line() as usize).filter(|l| *l >= 1).unwrap_or(first);
+            let line = e
+                .location()
+                .map(|l| l.line() as usize)
+                .filter(|l| *l >= 1)
+                .map(|l| l + from)
+                .unwrap_or(first);
             Err(err(path, Some(line), format!("YAML syntax error: {}", yaml_reason(&e.to_string()))))
         }
     }

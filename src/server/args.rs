@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use super::Limits;
 
+/// The largest `--max-body-bytes` (64 MiB): far past any AdmissionReview (the API server caps
+/// requests at 3 MiB, a review holds two objects), and what one body may take in memory.
+pub const MAX_BODY_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// Arguments of `longhorn-guard serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -29,7 +33,8 @@ pub struct ServeArgs {
     pub policy: Option<PathBuf>,
     /// Largest request body accepted, in bytes; larger ones get 413. Default 7 MiB: the API
     /// server caps requests at 3 MiB, and an AdmissionReview holds an object and its old version.
-    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, value_parser = clap::value_parser!(u64).range(1..), env = "LONGHORN_GUARD_MAX_BODY_BYTES")]
+    /// At most 64 MiB.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_body_bytes, value_parser = clap::value_parser!(u64).range(1..=MAX_BODY_BYTES_LIMIT), env = "LONGHORN_GUARD_MAX_BODY_BYTES")]
     pub max_body_bytes: u64,
     /// Time a client has to finish the TLS handshake, and to send a request's headers once it
     /// started sending them (or after connecting), and the longest a response write may make
@@ -50,11 +55,11 @@ pub struct ServeArgs {
     /// close`) while `/readyz` is 503. Default 15s: time for the kubelet's readiness probe to
     /// fail (up to 10s with the shipped probe) and the endpoint removal to reach every API
     /// server (docs/server.md, "Shutdown").
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_DELAY")]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration, env = "LONGHORN_GUARD_SHUTDOWN_DELAY")]
     pub shutdown_delay: Duration,
     /// After the shutdown delay, how long in-flight requests have to finish before the
     /// remaining connections are cut. Default 10s: above the 8s request deadline.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
     pub shutdown_grace: Duration,
     /// Most connections open at once. At the cap the longest-waiting idle connection is closed
     /// to make room; when all are busy, new connections wait. Default 512 (about 9 MiB of
@@ -72,7 +77,7 @@ pub struct ServeArgs {
     /// How often the `check cluster` findings on `/metrics` are refreshed from the cluster
     /// (paginated reads, no watch). 5m keeps 100,000 snapshots' worth of LISTs rare; 0s turns the
     /// checks off. With --state they are computed once from the snapshot.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
     pub check_interval: Duration,
     /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
     /// from the API server at once; more wait their turn within their deadline, and requests
@@ -89,10 +94,23 @@ fn listen_addr(text: &str) -> Result<SocketAddr, String> {
     text.parse().map_err(|e| format!("not an IP address and port like 0.0.0.0:8443 or [::]:8443 ({e})"))
 }
 
+/// The longest any duration flag may be (a day): past it a deadline is no deadline, and a time
+/// that far ahead overflows the clock's arithmetic.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A duration of at most [`MAX_DURATION`].
+fn duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d > MAX_DURATION {
+        return Err("must be at most 24h".into());
+    }
+    Ok(d)
+}
+
 /// A duration longer than zero: a zero timeout or reload interval would make the server
 /// useless (every connection timed out) or stop a background task.
 fn positive_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    let d = duration(text)?;
     if d.is_zero() {
         return Err("must be longer than 0s".into());
     }

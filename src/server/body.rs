@@ -10,6 +10,14 @@
 //! for each other; a body near the limit waits for its turn within its request's deadline.
 //! Turns are first come, first served (tokio's semaphore is fair), so a small body that arrives
 //! behind a waiting large one waits until that one has its share.
+//!
+//! The bytes themselves are bounded before they arrive: a body declared larger than
+//! [`MAX_RESERVE`] (64 KiB; or one without a length that grows past it) first takes its length
+//! from a second budget, again `--max-body-bytes` in KiB, that only such bodies use. So many
+//! clients sending large bodies at once wait for each other instead of being buffered side by
+//! side (thirty 7 MiB bodies took 370 MB before), and the API server's small bodies never wait
+//! for them. A body reserves all it needs before reading, or nothing: none waits for the budget
+//! holding part of it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,26 +39,49 @@ const DRAIN_FOR: Duration = Duration::from_secs(2);
 /// the buffer grows as the bytes come, so a large `Content-Length` alone reserves nothing big.
 const MAX_RESERVE: u64 = 64 * 1024;
 
-/// The KiB of request bodies in flight at once.
+/// The KiB of request bodies in flight at once: being decided (`kib`), and large ones being
+/// received (`receiving`).
 #[derive(Debug, Clone)]
 pub struct BodyBudget {
     kib: Arc<Semaphore>,
+    receiving: Arc<Semaphore>,
     total: u32,
 }
 
 impl BodyBudget {
-    /// A budget of `max_body_bytes` (at least 1 KiB): one body at the limit at a time.
+    /// A budget of `max_body_bytes` (at least 1 KiB) for each: one body at the limit at a time.
     pub fn new(max_body_bytes: u64) -> Self {
         let total = u32::try_from(max_body_bytes.div_ceil(1024).max(1))
             .unwrap_or(u32::MAX)
             .min(u32::try_from(Semaphore::MAX_PERMITS).unwrap_or(u32::MAX));
-        Self { kib: Arc::new(Semaphore::new(total as usize)), total }
+        Self {
+            kib: Arc::new(Semaphore::new(total as usize)),
+            receiving: Arc::new(Semaphore::new(total as usize)),
+            total,
+        }
     }
 
-    /// KiB not held by any body now.
+    /// KiB of `bytes`, at most the whole budget.
+    fn kib_of(&self, bytes: u64) -> u32 {
+        u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).min(self.total)
+    }
+
+    /// Reserves `bytes` of the receiving budget for a large body, before its bytes are read.
+    async fn receive(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        // The semaphore is never closed.
+        self.receiving.clone().acquire_many_owned(self.kib_of(bytes)).await.ok()
+    }
+
+    /// KiB not held by any body being decided now.
     #[cfg(test)]
     fn available_kib(&self) -> usize {
         self.kib.available_permits()
+    }
+
+    /// KiB not reserved by any large body being received now.
+    #[cfg(test)]
+    fn receiving_kib(&self) -> usize {
+        self.receiving.available_permits()
     }
 }
 
@@ -59,16 +90,18 @@ impl BodyBudget {
 pub struct BodyShare {
     /// Held only to be given back on drop.
     _permit: Option<OwnedSemaphorePermit>,
+    /// A large body's reservation of its bytes, held as long as they are.
+    _received: Option<OwnedSemaphorePermit>,
 }
 
 impl BodyShare {
     /// The share of a body of `bytes`, taken all at once when the whole body has arrived: a
     /// body never holds part of the budget while it waits for more (two bodies could then
     /// wait for each other), and a client that declares a body and sends nothing holds none.
-    async fn take(budget: &BodyBudget, bytes: u64) -> Self {
-        let want = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).min(budget.total);
+    async fn take(budget: &BodyBudget, bytes: u64, received: Option<OwnedSemaphorePermit>) -> Self {
         // The semaphore is never closed.
-        Self { _permit: budget.kib.clone().acquire_many_owned(want).await.ok() }
+        let permit = budget.kib.clone().acquire_many_owned(budget.kib_of(bytes)).await.ok();
+        Self { _permit: permit, _received: received }
     }
 }
 
@@ -103,6 +136,11 @@ pub async fn read_body(
         return Err(BodyError::TooLarge);
     }
     let mut drain_until = too_large.then(|| tokio::time::Instant::now() + DRAIN_FOR);
+    // A large declared body reserves its bytes before the first is read.
+    let mut received = match expected.filter(|n| *n as u64 > MAX_RESERVE) {
+        Some(n) => budget.receive(n as u64).await,
+        None => None,
+    };
     loop {
         // Once the answer is a 413, the rest is drained only while it keeps coming, and for
         // [`DRAIN_FOR`] at most: a client that declared more than it sends, or trickles it,
@@ -125,12 +163,17 @@ pub async fn read_body(
             too_large = true;
             drain_until = Some(tokio::time::Instant::now() + DRAIN_FOR);
             buf = Vec::new();
+            received = None;
         }
         if too_large {
             if total > MAX_DRAIN_BYTES {
                 break;
             }
             continue;
+        }
+        // A body without a length that grows past [`MAX_RESERVE`] reserves the limit.
+        if expected.is_none() && received.is_none() && total > MAX_RESERVE {
+            received = budget.receive(max).await;
         }
         // Past the first [`MAX_RESERVE`], the client is sending the body it declared: reserve
         // all of it once rather than doubling (and copying) up to twice its size.
@@ -144,7 +187,7 @@ pub async fn read_body(
     if too_large {
         return Err(BodyError::TooLarge);
     }
-    let share = BodyShare::take(budget, total).await;
+    let share = BodyShare::take(budget, total, received).await;
     Ok((Bytes::from(buf), share))
 }
 
@@ -248,6 +291,62 @@ mod tests {
         let got = read_body(&h, Body::from_stream(trickle), 8 * 1024, &budget).await;
         assert!(matches!(got, Err(BodyError::TooLarge)));
         assert!(started.elapsed() <= DRAIN_FOR + Duration::from_millis(500), "{:?}", started.elapsed());
+    }
+
+    #[tokio::test]
+    async fn large_bodies_reserve_their_bytes_before_reading_and_small_ones_pass() {
+        // A 200 KiB body that stalls holds 200 of the 256 KiB for large bodies being received:
+        // a second one waits before a byte of it is read, a 1 KiB body does not wait at all.
+        let max = 256 * 1024;
+        let budget = BodyBudget::new(max);
+        let declared = |n: usize| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_LENGTH, n.to_string().parse().unwrap());
+            h
+        };
+        let never = Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>());
+        let stalled = tokio::spawn({
+            let (budget, h) = (budget.clone(), declared(200 * 1024));
+            async move { read_body(&h, never, max, &budget).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(budget.receiving_kib(), 56);
+        let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = polled.clone();
+        let second = Body::from_stream(futures::stream::once(async move {
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 200 * 1024]))
+        }));
+        let waiting = tokio::spawn({
+            let (budget, h) = (budget.clone(), declared(200 * 1024));
+            async move { read_body(&h, second, max, &budget).await.ok().map(|(b, _)| b.len()) }
+        });
+        let (h, b) = body(1000);
+        let small = tokio::time::timeout(Duration::from_secs(5), read_body(&h, b, max, &budget));
+        assert!(matches!(small.await, Ok(Ok(_))));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiting.is_finished());
+        assert!(!polled.load(std::sync::atomic::Ordering::SeqCst), "the second large body was read");
+        stalled.abort();
+        assert_eq!(waiting.await.unwrap(), Some(200 * 1024));
+        assert_eq!(budget.receiving_kib(), 256);
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_length_reserves_the_limit_once_it_grows_large() {
+        let max = 256 * 1024;
+        let budget = BodyBudget::new(max);
+        let first = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(vec![b' '; 100 * 1024]))]);
+        let growing = Body::from_stream(first.chain(futures::stream::pending()));
+        let reading = tokio::spawn({
+            let budget = budget.clone();
+            async move { read_body(&HeaderMap::new(), growing, max, &budget).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(budget.receiving_kib(), 0);
+        reading.abort();
+        let _ = reading.await;
+        assert_eq!(budget.receiving_kib(), 256);
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //! 100,000 snapshots never sit in memory at once. No watches.
 
 use std::sync::Mutex;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures::{stream, StreamExt as _, TryStreamExt as _};
 use kube::api::ListParams;
@@ -105,8 +105,16 @@ pub async fn read() -> Result<(Inventory, ClusterView), String> {
 
 /// [`read`] with a given client.
 pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView), String> {
+    read_within(client, PAGE_TIMEOUT).await
+}
+
+/// [`read_with`], each page answered within `page_timeout` or the read fails.
+pub async fn read_within(
+    client: &kube::Client,
+    page_timeout: Duration,
+) -> Result<(Inventory, ClusterView), String> {
     let objects: Mutex<Vec<Object>> = Mutex::new(Vec::new());
-    let inv = read_into(client, Some(&objects), PAGE, IN_FLIGHT).await?;
+    let inv = read_into(client, Some(&objects), PAGE, IN_FLIGHT, page_timeout).await?;
     let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
     Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
 }
@@ -114,7 +122,7 @@ pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView)
 /// Only the [`Inventory`]: what `serve` reads on each refresh, next to the view its watches
 /// keep (so the drain kinds are never held twice).
 pub async fn read_inventory(client: &kube::Client) -> Result<Inventory, String> {
-    read_into(client, None, REFRESH_PAGE, 1).await
+    read_into(client, None, REFRESH_PAGE, 1, PAGE_TIMEOUT).await
 }
 
 /// Lists every kind, folding pages into the inventory; view objects go to `objects` if given.
@@ -123,17 +131,22 @@ async fn read_into(
     objects: Option<&Mutex<Vec<Object>>>,
     page: u32,
     in_flight: usize,
+    page_timeout: Duration,
 ) -> Result<Inventory, String> {
     let inv = Mutex::new(Inventory::default());
     // Without a view to fill, only the kinds the inventory keeps are read.
     let reads = reads().into_iter().filter(|r| objects.is_some() || r.inventory);
     stream::iter(reads)
-        .map(|r| list_kind(client, r, &inv, objects, page))
+        .map(|r| list_kind(client, r, &inv, objects, page, page_timeout))
         .buffer_unordered(in_flight)
         .try_collect::<Vec<()>>()
         .await?;
     Ok(inv.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
+
+/// The longest one page may take: the client sets no read timeout (its watches are quiet for
+/// minutes), and a stalled API server must not hang `check cluster` or freeze `/metrics`.
+const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn list_kind(
     client: &kube::Client,
@@ -141,6 +154,7 @@ async fn list_kind(
     inv: &Mutex<Inventory>,
     objects: Option<&Mutex<Vec<Object>>>,
     page: u32,
+    page_timeout: Duration,
 ) -> Result<(), String> {
     let mut token: Option<String> = None;
     let page = match r.kind {
@@ -156,7 +170,11 @@ async fn list_kind(
             lp = lp.continue_token(t);
         }
         let req = kube::core::Request::new(&r.path).list(&lp).map_err(|e| format!("{}: {e}", r.path))?;
-        let page: Page = match client.request(req).await {
+        let answer = tokio::time::timeout(page_timeout, client.request(req)).await.map_err(|_| {
+            let within = humantime::format_duration(page_timeout);
+            format!("cannot list {}: the API server did not answer within {within}", r.path)
+        })?;
+        let page: Page = match answer {
             Ok(p) => p,
             Err(kube::Error::Api(e)) if r.optional && e.code == 404 => {
                 tracing::info!(path = r.path, "not served by this cluster (older Longhorn?); not checked");
