@@ -256,7 +256,35 @@ fn load_ca(cert: &Path, key: &Path) -> Result<Option<(String, KeyPair)>, CertsEr
             message: format!("it is not the key of the CA certificate {}", cert.display()),
         });
     }
+    if let Some(problem) = ca_unusable(&cert_pem, time::OffsetDateTime::now_utc()) {
+        return Err(CertsError::BadCa { path: cert.to_path_buf(), what: "certificate", message: problem });
+    }
     Ok(Some((cert_pem, key_pair)))
+}
+
+/// Why the CA certificate in `pem` cannot sign a serving certificate issued `now`: not a CA
+/// (no `basicConstraints` with `CA:TRUE`), or expired or expiring before that certificate
+/// would ([`LEAF_VALIDITY_DAYS`]), so clients would refuse it before its time.
+fn ca_unusable(pem: &str, now: time::OffsetDateTime) -> Option<String> {
+    use rustls::pki_types::pem::PemObject as _;
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
+    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
+    if !matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca) {
+        return Some("it is not a CA certificate (no basicConstraints CA:TRUE)".into());
+    }
+    let not_after = cert.validity().not_after.to_datetime();
+    let when = not_after
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| not_after.to_string());
+    if not_after <= now {
+        return Some(format!("it expired at {when}"));
+    }
+    if not_after < now + time::Duration::days(LEAF_VALIDITY_DAYS) {
+        return Some(format!(
+            "it expires at {when}, before the serving certificate it would sign ({LEAF_VALIDITY_DAYS} days)"
+        ));
+    }
+    None
 }
 
 /// An RFC 1123 label, as Service and Namespace names are: what the DNS names of the

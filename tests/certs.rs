@@ -175,3 +175,46 @@ fn broken_or_half_ca_is_a_clear_error_naming_the_file() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot create the directory"));
 }
+
+#[test]
+fn an_expired_short_lived_or_non_ca_certificate_is_not_kept_as_the_ca() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let write = |dir: &Path, is_ca: bool, not_after: ::time::OffsetDateTime| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = if is_ca { IsCa::Ca(BasicConstraints::Unconstrained) } else { IsCa::NoCa };
+        params.not_before = ::time::OffsetDateTime::from_unix_timestamp(1_577_836_800).unwrap();
+        params.not_after = not_after;
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join("ca.crt"), cert.pem()).unwrap();
+        std::fs::write(dir.join("ca.key"), key.serialize_pem()).unwrap();
+    };
+    let soon = ::time::OffsetDateTime::now_utc() + ::time::Duration::days(30);
+    let far = ::time::OffsetDateTime::now_utc() + ::time::Duration::days(3000);
+    for (is_ca, not_after, want) in [
+        (
+            true,
+            ::time::OffsetDateTime::from_unix_timestamp(1_609_459_200).unwrap(),
+            "it expired at 2021-01-01T00:00:00Z",
+        ),
+        (true, soon, "before the serving certificate it would sign (365 days)"),
+        (false, far, "it is not a CA certificate"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), is_ca, not_after);
+        let out = dir.path().to_str().unwrap();
+        let o = certs(&["--out", out]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{want}: {err}");
+        assert!(err.contains("ca.crt: not a usable CA certificate: ") && err.contains(want), "{err}");
+        assert!(err.contains("--rotate-ca"), "{err}");
+        assert!(!dir.path().join("tls.crt").exists(), "nothing written");
+        assert!(certs(&["--out", out, "--rotate-ca"]).status.success());
+    }
+    // A CA that outlives the serving certificate is kept.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), true, far);
+    let before = std::fs::read(dir.path().join("ca.crt")).unwrap();
+    assert!(certs(&["--out", dir.path().to_str().unwrap()]).status.success());
+    assert_eq!(std::fs::read(dir.path().join("ca.crt")).unwrap(), before);
+}

@@ -49,41 +49,52 @@ pub fn check_contents(path: &Path, objects: &[Object]) -> Result<(), SnapshotErr
 
 /// Reads a snapshot file into a synced view whose source is that file.
 pub fn load(path: &Path) -> Result<ClusterView, SnapshotError> {
-    load_observing(path, |_| {})
+    load_observing(path, || (), |_, _| {}).map(|(view, ())| view)
 }
 
-/// [`load`], showing `observe` every item before it is read into the view (`serve --state`
-/// takes the `check cluster` inventory from the same pass). The view's rules are unchanged:
-/// an item the view cannot read fails the load.
-pub fn load_observing(path: &Path, observe: impl FnMut(&Value)) -> Result<ClusterView, SnapshotError> {
+/// [`load`], showing `observe` every item, with a state of its own, before it is read into the
+/// view (`serve --state` takes the `check cluster` inventory from the same pass). The state
+/// starts over from `init()` whenever the reading does (a JSON document that turns out not to
+/// be one List is read again as YAML documents), so no item is counted twice. The view's rules
+/// are unchanged: an item the view cannot read fails the load.
+pub fn load_observing<S>(
+    path: &Path,
+    init: impl Fn() -> S,
+    observe: impl FnMut(&mut S, &Value),
+) -> Result<(ClusterView, S), SnapshotError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
-    parse_observing(&text, path, observe)
+    parse_observing(&text, path, init, observe)
 }
 
 /// Parses snapshot text (`path` only names the source in messages and the view).
 pub fn parse(text: &str, path: &Path) -> Result<ClusterView, SnapshotError> {
-    parse_observing(text, path, |_| {})
+    parse_observing(text, path, || (), |_, _| {}).map(|(view, ())| view)
 }
 
-fn parse_observing(
+fn parse_observing<S>(
     text: &str,
     path: &Path,
-    mut observe: impl FnMut(&Value),
-) -> Result<ClusterView, SnapshotError> {
-    let objects = items_of(text, Vec::new, |objects, label, item| {
-        observe(&item);
-        if let Some(o) = to_object(item, &label)? {
-            objects.push(o);
-        }
-        Ok(())
-    })
+    init: impl Fn() -> S,
+    mut observe: impl FnMut(&mut S, &Value),
+) -> Result<(ClusterView, S), SnapshotError> {
+    let (objects, state) = items_of(
+        text,
+        || (Vec::new(), init()),
+        |(objects, state), label, item| {
+            observe(state, &item);
+            if let Some(o) = to_object(item, &label)? {
+                objects.push(o);
+            }
+            Ok(())
+        },
+    )
     .map_err(|e| SnapshotError::from_items(path, e))?;
     check_contents(path, &objects)?;
     let view =
         ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
     tracing::debug!(path = %path.display(), counts = ?view.counts(), "loaded cluster snapshot");
-    Ok(view)
+    Ok((view, state))
 }
 
 impl SnapshotError {
@@ -179,6 +190,20 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
 mod tests {
     use super::*;
     use crate::cluster::ObjectKind;
+
+    #[test]
+    fn an_observer_sees_each_item_once_when_json_is_read_again_as_yaml() {
+        // A JSON List followed by a second document: streamed as one List first, then read
+        // again as YAML documents. The observer's count starts over with it.
+        let list = r#"{"apiVersion":"v1","kind":"List","items":[
+            {"apiVersion":"longhorn.io/v1beta2","kind":"Volume","metadata":{"name":"v1","namespace":"longhorn-system"}},
+            {"apiVersion":"longhorn.io/v1beta2","kind":"Volume","metadata":{"name":"v2","namespace":"longhorn-system"}}]}"#;
+        let text = format!("{list}\n---\n{list}\n");
+        let (_, seen) = parse_observing(&text, Path::new("t"), || 0, |n, _| *n += 1).unwrap();
+        assert_eq!(seen, 4);
+        let (_, seen) = parse_observing(list, Path::new("t"), || 0, |n, _| *n += 1).unwrap();
+        assert_eq!(seen, 2);
+    }
 
     #[test]
     fn a_kind_the_view_reads_at_another_version_is_an_error_not_skipped() {

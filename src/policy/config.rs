@@ -311,6 +311,10 @@ pub mod duration {
         }
 
         fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Duration, E> {
+            // A YAML integer too large for u64 arrives as a float too.
+            if n.fract() == 0.0 && n.abs() >= u64::MAX as f64 {
+                return Err(E::custom(format!("invalid duration {n}: too large (use e.g. 90s, 10m, 1h)")));
+            }
             Err(E::custom(format!(
                 "invalid duration {n}: whole seconds only (write a unit for less, e.g. \"500ms\")"
             )))
@@ -399,6 +403,12 @@ replicas: {}
   stallAfter: 0.5
 ",
                 "whole seconds only (write a unit for less, e.g. \"500ms\")",
+            ),
+            (
+                "drain:
+  stallAfter: 99999999999999999999
+",
+                "too large (use e.g. 90s, 10m, 1h)",
             ),
             (
                 "drain:

@@ -238,14 +238,14 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         Some(path) => {
             // The view is read by the rules of `review` and `check drain` (an item it cannot read,
             // or no Longhorn object, is refused); the checks' inventory comes from the same pass.
-            let mut inv = crate::check::cluster::Inventory::default();
             let with_checks = !args.check_interval.is_zero();
-            let view = snapshot::load_observing(path, |item| {
-                if with_checks {
-                    inv.note(item);
-                }
-            })
-            .map_err(|e| format!("state: {e}"))?;
+            let (view, inv) =
+                snapshot::load_observing(path, crate::check::cluster::Inventory::default, |inv, item| {
+                    if with_checks {
+                        inv.note(item);
+                    }
+                })
+                .map_err(|e| format!("state: {e}"))?;
             let checks = with_checks.then(|| {
                 let checks = crate::check::cluster::metrics::SharedChecks::default();
                 crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
