@@ -133,6 +133,8 @@ fn storage_network_pod_gets_the_gate_and_nothing_else_changes() {
     assert_eq!(sc["capabilities"], json!({"drop": ["ALL"]}));
     assert_eq!(sc["seccompProfile"], json!({"type": "RuntimeDefault"}));
     assert_eq!(gate["resources"]["limits"], json!({"cpu": "100m", "memory": "64Mi"}));
+    // Requests equal to limits: a Guaranteed instance manager (exclusive cores) stays Guaranteed.
+    assert_eq!(gate["resources"]["requests"], gate["resources"]["limits"]);
     assert_eq!(gate["terminationMessagePolicy"], "FallbackToLogsOnError");
     // The downward-API volume and the service-account token the instance manager already mounts.
     assert_eq!(

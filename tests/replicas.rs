@@ -252,6 +252,26 @@ fn storage_network_values() {
         &decide(&with("storage-net", ""), &p),
         &[r#"longhorn-guard: storage-network="storage-net" is not <namespace>/<name>; Longhorn rejects it"#],
     );
+    // Longhorn accepts these (two parts at '/') but can never use them.
+    assert_warns(
+        &decide(&with("/storage-net", ""), &p),
+        &[
+            r#"longhorn-guard: storage-network="/storage-net" has no namespace: Longhorn never matches it and uses the pod IP"#,
+        ],
+    );
+    assert_warns(
+        &decide(&with("storage-net/", ""), &p),
+        &[
+            r#"longhorn-guard: storage-network="storage-net/" is not <namespace>/<name>; instance managers cannot use it"#,
+        ],
+    );
+    let long = format!("/{}", "n".repeat(300));
+    let d = decide(&with(&long, ""), &p);
+    assert!(
+        d.warnings[0].contains("...")
+            && d.warnings[0].ends_with("has no namespace: Longhorn never matches it and uses the pod IP"),
+        "{d:?}"
+    );
     let gate_off = Policy::parse("gate:\n  enabled: false\n").unwrap();
     assert_warns(
         &decide(&with("kube-system/storage-net", ""), &gate_off),

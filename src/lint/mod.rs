@@ -192,6 +192,8 @@ pub fn lint_inputs(inputs: &[Input], policy: &Policy) -> Report {
         }
     }
     let global = settings_view(targets.iter());
+    // Each input's lines, split once: every finding looks up the line of its field.
+    let lines: Vec<Vec<&str>> = inputs.iter().map(|i| i.text.lines().collect()).collect();
     let mut own: Option<(usize, ClusterView)> = None;
     for t in &targets {
         // Settings of the object's own input win over those of other inputs.
@@ -204,7 +206,7 @@ pub fn lint_inputs(inputs: &[Input], policy: &Policy) -> Report {
         }
         let view = own.as_ref().map(|(_, v)| v).unwrap_or(&global);
         let decision = policy::validate(&request(t), view, policy, SystemTime::now());
-        findings.extend(decision_findings(t, &decision, &inputs[t.input].text));
+        findings.extend(decision_findings(t, &decision, &lines[t.input]));
     }
     findings.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     Report { findings, inputs: inputs.len() }
@@ -247,12 +249,12 @@ fn request(t: &Target) -> AdmissionRequest {
 }
 
 /// Findings for one decision, each placed on the line of its field.
-fn decision_findings(t: &Target, d: &Decision, text: &str) -> Vec<Finding> {
+fn decision_findings(t: &Target, d: &Decision, lines: &[&str]) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut add = |severity: Severity, field_key: Option<&str>, message: String| {
         let key = t.key.as_deref().or(field_key);
         let line = key
-            .and_then(|k| source::find_key_line(text, t.first, t.last, k, t.anchor.as_deref()))
+            .and_then(|k| source::find_key_line(lines, t.first, t.last, k, t.anchor.as_deref()))
             .unwrap_or(t.first);
         out.push(Finding {
             path: t.path.clone(),

@@ -261,17 +261,16 @@ fn strip_at(s: &str) -> String {
     }
 }
 
-/// The line of `key:` (YAML) or `"key":` (JSON) in lines `first..=last` of `text`: the first
-/// one at or after the line naming `anchor` (an object's name, for List items), else the first
-/// one in the range. `None` when the key is not there.
+/// The line of `key:` (YAML) or `"key":` (JSON) in lines `first..=last` (1-based) of `lines`:
+/// the first one at or after the line naming `anchor` (an object's name, for List items), else
+/// the first one in the range. `None` when the key is not there.
 pub fn find_key_line(
-    text: &str,
+    lines: &[&str],
     first: usize,
     last: usize,
     key: &str,
     anchor: Option<&str>,
 ) -> Option<usize> {
-    let lines: Vec<&str> = text.lines().collect();
     let last = last.min(lines.len());
     if first == 0 || first > last {
         return None;

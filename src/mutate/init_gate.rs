@@ -116,8 +116,11 @@ pub fn mutate_pod(
             { "name": "POD_NAMESPACE", "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "metadata.namespace" } } },
             { "name": "NO_COLOR", "value": "1" },
         ],
+        // Requests equal to limits: Kubernetes counts init containers in the pod's QoS class,
+        // and anything less would make a Guaranteed instance manager (v2 with
+        // `data-engine-cpu-core-number`, pinned to exclusive cores) Burstable.
         "resources": {
-            "requests": { "cpu": "10m", "memory": "16Mi" },
+            "requests": { "cpu": "100m", "memory": "64Mi" },
             "limits": { "cpu": "100m", "memory": "64Mi" },
         },
         "securityContext": {

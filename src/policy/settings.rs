@@ -53,13 +53,24 @@ fn storage_network(value: &str, policy: &Policy) -> Option<String> {
         return None;
     }
     if !is_namespaced_name(value) {
-        let text = "is not <namespace>/<name>; Longhorn rejects it";
-        let budget = MAX_WARNING_LEN - PREFIX.len() - "storage-network=\"\" ".len() - text.len();
+        // Longhorn rejects a value that does not split into two parts at '/'. It accepts
+        // `/<name>`, but its pods then ask Multus for `<name>` in their own namespace, which
+        // Multus reports as `longhorn-system/<name>`: Longhorn looks for `/<name>` and never
+        // finds it, so it silently uses the pod IP, and no gate can tell.
+        let text = match value.split('/').collect::<Vec<_>>()[..] {
+            ["", name] if !name.is_empty() && !name.contains(char::is_whitespace) => {
+                "has no namespace: Longhorn never matches it and uses the pod IP"
+            }
+            [_, _] => "is not <namespace>/<name>; instance managers cannot use it",
+            _ => "is not <namespace>/<name>; Longhorn rejects it",
+        };
+        let budget =
+            MAX_WARNING_LEN.saturating_sub(PREFIX.len() + "storage-network=\"\" ".len() + text.len());
         return Some(format!("{PREFIX}storage-network=\"{}\" {text}", clip_middle(value, budget)));
     }
     let gate = if policy.gate.enabled { "the init gate guards start-up" } else { "the init gate is off" };
     let text = format!("recreates all instance managers; {gate}");
-    let budget = MAX_WARNING_LEN - PREFIX.len() - "storage-network=: ".len() - text.len();
+    let budget = MAX_WARNING_LEN.saturating_sub(PREFIX.len() + "storage-network=: ".len() + text.len());
     Some(format!("{PREFIX}storage-network={}: {text}", clip_middle(value, budget)))
 }
 
