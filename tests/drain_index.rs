@@ -401,8 +401,13 @@ fn the_first_and_the_last_instance_manager_pod_change_every_verdict() {
     let mut view = ClusterView::from_objects(Source::Watch, objects.iter().map(parse), now());
     let ns = Some("longhorn-system");
     type Step<'a> = Box<dyn Fn(&mut ClusterView) + 'a>;
-    let steps: [(&str, Step<'_>, bool); 5] = [
+    let manager = parse(&json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "longhorn-manager-x", "namespace": "longhorn-system",
+            "labels": {"app": "longhorn-manager"}}, "spec": {"nodeName": node(0)}}));
+    let steps: [(&str, Step<'_>, bool); 6] = [
         ("no pods: the state alone decides", Box::new(|_| {}), false),
+        // Only instance-manager pods count: a confirmation reads no other.
+        ("another pod there", Box::new(|v| v.upsert(manager.clone(), now())), false),
         ("the first pod (im-2's) arrives: im-1's is gone", Box::new(|v| v.upsert(pod(2), now())), true),
         ("im-1's pod arrives", Box::new(|v| v.upsert(pod(1), now())), false),
         ("im-1's pod leaves", Box::new(|v| v.remove(ObjectKind::Pod, ns, "im-1")), true),

@@ -138,10 +138,18 @@ impl ClusterView {
 
     /// Records that data for `kind` arrived at `now` (an event or a completed list).
     pub fn touch_kind(&mut self, kind: ObjectKind, now: SystemTime) {
-        self.kind_seen.insert(kind, Instant::now());
-        let t = self.kind_updated.entry(kind).or_insert(now);
-        if *t < now {
-            *t = now;
+        self.touch_kind_at(kind, now, Instant::now());
+    }
+
+    /// Records that `kind` holds data as new as `wall` and `mono` (each clock keeps the newest).
+    pub fn touch_kind_at(&mut self, kind: ObjectKind, wall: SystemTime, mono: Instant) {
+        let seen = self.kind_seen.entry(kind).or_insert(mono);
+        if *seen < mono {
+            *seen = mono;
+        }
+        let t = self.kind_updated.entry(kind).or_insert(wall);
+        if *t < wall {
+            *t = wall;
         }
     }
 

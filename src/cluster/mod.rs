@@ -50,6 +50,8 @@ pub struct ClusterView {
     nodes: Kind<Node>,
     /// Namespace -> name -> pod.
     pods: HashMap<Name, Kind<Pod>>,
+    /// How many of `pods` are instance-manager pods.
+    instance_manager_pods: usize,
     storage_classes: Kind<StorageClass>,
     volumes: Kind<Volume>,
     replicas: Kind<Replica>,
@@ -89,6 +91,7 @@ impl ClusterView {
         Self {
             nodes: HashMap::new(),
             pods: HashMap::new(),
+            instance_manager_pods: 0,
             storage_classes: HashMap::new(),
             volumes: HashMap::new(),
             replicas: HashMap::new(),
@@ -164,7 +167,15 @@ impl ClusterView {
     }
 
     /// [`Self::upsert`] without flushing the derived indexes (a batch flushes once).
-    pub(crate) fn put(&mut self, mut object: Object, now: SystemTime) {
+    pub(crate) fn put(&mut self, object: Object, now: SystemTime) {
+        let kind = object.kind();
+        self.put_quietly(object, now);
+        self.touch_kind(kind, now);
+    }
+
+    /// [`Self::put`] without recording that the kind received data (a relist records its
+    /// list's start once).
+    pub(crate) fn put_quietly(&mut self, mut object: Object, now: SystemTime) {
         object.metadata_mut().resource_version = None;
         let name = object.metadata().name.clone().unwrap_or_default();
         let kind = object.kind();
@@ -176,6 +187,7 @@ impl ClusterView {
             }
             Object::Pod(o) => {
                 let ns = o.metadata.namespace.clone().unwrap_or_default();
+                self.instance_manager_pods += usize::from(o.is_instance_manager());
                 self.pods.entry(ns).or_default().insert(name.clone(), o);
             }
             Object::StorageClass(o) => {
@@ -223,7 +235,6 @@ impl ClusterView {
             }
         }
         self.notify(|i, v| i.apply(v, kind, &name, old.as_ref()));
-        self.touch_kind(kind, now);
     }
 
     /// Removes an object (no-op when absent), keeping every index consistent.
@@ -255,6 +266,7 @@ impl ClusterView {
                 if pods.is_empty() {
                     self.pods.remove(ns);
                 }
+                self.instance_manager_pods -= usize::from(old.is_instance_manager());
                 Object::Pod(old)
             }
             ObjectKind::StorageClass => Object::StorageClass(self.storage_classes.remove(name)?),

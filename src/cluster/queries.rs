@@ -20,14 +20,9 @@ impl ClusterView {
         self.pods.get(namespace)?.get(name).map(AsRef::as_ref)
     }
 
-    /// True when the view holds at least one pod in `namespace`.
-    pub fn holds_pods_in(&self, namespace: &str) -> bool {
-        self.pods_in_count(namespace) > 0
-    }
-
-    /// How many pods the view holds in `namespace`.
-    pub fn pods_in_count(&self, namespace: &str) -> usize {
-        self.pods.get(namespace).map_or(0, |pods| pods.len())
+    /// How many instance-manager pods the view holds.
+    pub fn instance_manager_pod_count(&self) -> usize {
+        self.instance_manager_pods
     }
 
     pub fn storage_class(&self, name: &str) -> Option<&StorageClass> {

@@ -8,7 +8,7 @@
 //! list no longer names and upserts the changed objects, updating derived indexes once.
 
 use std::collections::HashSet;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use super::{ClusterView, Meta, Name, Object, ObjectKind};
 
@@ -73,6 +73,19 @@ impl ClusterView {
     /// [`Self::replace_kind`] from a [`Relist`]: objects whose key it does not keep are
     /// removed, its changed objects upserted (an object the view holds unchanged needs nothing).
     pub fn apply_relist(&mut self, kind: ObjectKind, relist: Relist, now: SystemTime) {
+        self.apply_relist_listed(kind, relist, now, Instant::now());
+    }
+
+    /// [`Self::apply_relist`] of a list that started at `started` (wall clock) and
+    /// `started_mono` (monotonic): the kind's data is as old as the list's start, however long
+    /// its pages took (every page shows the state at the first one), so that is its time.
+    pub fn apply_relist_listed(
+        &mut self,
+        kind: ObjectKind,
+        relist: Relist,
+        started: SystemTime,
+        started_mono: Instant,
+    ) {
         let Relist { keep, changed } = relist;
         let gone: Vec<Key> = self.keys(kind).filter(|k| !keep.contains(k)).collect();
         drop(keep);
@@ -82,10 +95,10 @@ impl ClusterView {
         self.unreadable.remove(&kind);
         self.failing.remove(&kind);
         for o in changed {
-            self.put(o, now);
+            self.put_quietly(o, started);
         }
         self.flush_indexes();
-        self.touch_kind(kind, now);
+        self.touch_kind_at(kind, started, started_mono);
     }
 
     /// The keys of every object of `kind` the view holds.

@@ -21,7 +21,7 @@
 //! (`gone` for 410, `error` otherwise).
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::{stream, StreamExt as _};
 use kube::api::ApiResource;
@@ -91,8 +91,10 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
     let all = targets();
     let total = all.len();
     let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, recheck_after)));
-    // Per kind being (re)listed: the listed keys and changed objects, and the unreadable names.
-    let mut pending: std::collections::HashMap<ObjectKind, (Relist, Vec<String>)> = Default::default();
+    // Each kind's list in progress: the listed keys and changed objects, the names it could
+    // not read, and when it started (the time of its data, however long the pages take).
+    type Listing = (Relist, Vec<String>, Option<(SystemTime, Instant)>);
+    let mut pending: std::collections::HashMap<ObjectKind, Listing> = Default::default();
     let mut listed: BTreeSet<ObjectKind> = BTreeSet::new();
     while let Some((kind, event)) = merged.next().await {
         let event = match event {
@@ -124,22 +126,23 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
         let now = SystemTime::now();
         match event {
             Event::Init => {
-                pending.insert(kind, Default::default());
+                pending.insert(kind, (Relist::default(), Vec::new(), Some((now, Instant::now()))));
             }
             Event::InitApply(item) => {
-                let (relist, unreadable) = pending.entry(kind).or_default();
+                let (relist, unreadable, _) = pending.entry(kind).or_default();
                 match readable(kind, item) {
                     Ok(obj) => relist.push(&view.read(), obj),
                     Err(name) => unreadable.push(name),
                 }
             }
             Event::InitDone => {
-                let (relist, unreadable) = pending.remove(&kind).unwrap_or_default();
+                let (relist, unreadable, started) = pending.remove(&kind).unwrap_or_default();
+                let (started, started_mono) = started.unwrap_or((now, Instant::now()));
                 let (n, changed) = (relist.keep.len(), relist.changed.len());
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
                 let still_failing = view.update(|v| {
-                    v.apply_relist(kind, relist, now);
+                    v.apply_relist_listed(kind, relist, started, started_mono);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
                     }
@@ -263,6 +266,33 @@ mod tests {
         let mut changed_rv = replica("r2", "n2");
         changed_rv.metadata_mut().resource_version = Some("7".into());
         assert!(!v.holds(&changed_rv) && v.holds(&replica("r2", "n2")));
+    }
+
+    #[test]
+    fn a_relist_is_as_old_as_its_start_however_long_its_pages_took() {
+        // Every page shows the state at the first one: a list that started 6 s ago and ends
+        // now holds 6 s old data, and must not make the view fresh for a 5 s maxViewAge.
+        let (now, mono) = (SystemTime::now(), Instant::now());
+        let secs = Duration::from_secs;
+        let mut v = ClusterView::new(Source::Watch);
+        for kind in ObjectKind::ALL {
+            // Listed 20 s ago (the replicas' watch then failed), the others current now.
+            v.apply_relist_listed(kind, Relist::default(), now - secs(20), mono - secs(20));
+            if kind != ObjectKind::Replica {
+                v.touch_kind_at(kind, now, mono);
+            }
+        }
+        v.mark_synced();
+        v.note_watch_failed(ObjectKind::Replica);
+        v.apply_relist_listed(ObjectKind::Replica, Relist::default(), now - secs(6), mono - secs(6));
+        let f = v.freshness();
+        assert!(f.failing.is_empty(), "{f:?}");
+        assert!(!f.is_fresh(now, secs(5)), "{f:?}");
+        assert!(f.age(now).is_some_and(|a| a >= secs(6)), "{f:?}");
+        assert!(f.monotonic_age.is_some_and(|a| a >= secs(6)), "{f:?}");
+        // The next event of the kind makes it current again.
+        v.upsert(replica("r1", "n1"), now);
+        assert!(v.freshness().is_fresh(now, secs(5)));
     }
 
     #[test]

@@ -209,10 +209,11 @@ impl DrainIndex {
                     _ => None,
                 };
                 let now = view.pod(LONGHORN_NAMESPACE, name).and_then(terminating);
-                // The first pod there arriving, or the last leaving, decides whether a missing
-                // instance-manager pod means anything (see `facts::instance_manager_pod_gone`).
-                let first_or_last = old.is_some() != view.pod(LONGHORN_NAMESPACE, name).is_some()
-                    && view.pods_in_count(LONGHORN_NAMESPACE) == usize::from(old.is_none());
+                // The first instance-manager pod arriving, or the last leaving, decides whether
+                // a missing one means anything (see `facts::instance_manager_pod_gone`).
+                let was = before.is_some();
+                let is = now.is_some();
+                let first_or_last = was != is && view.instance_manager_pod_count() == usize::from(is);
                 if first_or_last {
                     self.all_dirty = true;
                 } else if before != now {

@@ -35,10 +35,13 @@ fn instance_manager_pod_terminating(view: &ClusterView, im: &InstanceManager) ->
 /// True when the view holds instance-manager pods but not `im`'s (same name, in Longhorn's
 /// namespace): deleted by hand or force-deleted with its node, before Longhorn marks the
 /// instance manager `error` (Longhorn's own PDB check trusts the state in that window). A view
-/// without any pod there (a snapshot of Longhorn objects only) says nothing.
+/// without any instance-manager pod (a snapshot of Longhorn objects only) says nothing. Only
+/// instance-manager pods count, so the watch view, a snapshot and a confirmation (which reads
+/// only those) agree.
 fn instance_manager_pod_gone(view: &ClusterView, im: &InstanceManager) -> bool {
     let name = im.metadata.name.as_deref().unwrap_or_default();
-    view.holds_pods_in(LONGHORN_NAMESPACE) && view.pod(LONGHORN_NAMESPACE, name).is_none()
+    view.instance_manager_pod_count() > 0
+        && !view.pod(LONGHORN_NAMESPACE, name).is_some_and(|p| p.is_instance_manager())
 }
 
 /// The instance manager a replica runs in: `status.instanceManagerName` (none when that names
