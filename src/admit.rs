@@ -108,9 +108,12 @@ impl Admitter {
         now: SystemTime,
         deadline: Duration,
     ) -> Decision {
+        // A node deletion is confirmed as an eviction is; its denial says what was asked.
+        let deleting = request.resource.resource == "nodes";
         let Some(confirmer) = self.confirmer.as_ref() else {
             return policy::drain::unconfirmed(
                 node,
+                deleting,
                 "no API client is configured to confirm it",
                 &self.policy,
             );
@@ -121,7 +124,9 @@ impl Admitter {
         let margin = (deadline / 10).max(Duration::from_millis(100));
         let budget = deadline.saturating_sub(margin);
         let started = Instant::now();
-        let failed = |why: &str| (policy::drain::unconfirmed(node, why, &self.policy), ConfirmResult::Failed);
+        let failed = |why: &str| {
+            (policy::drain::unconfirmed(node, deleting, why, &self.policy), ConfirmResult::Failed)
+        };
         // The confirmer keeps to `budget` itself (and says why it could not); this timeout,
         // half the margin later, only stops one that does not.
         let backstop = budget + margin / 2;

@@ -857,6 +857,21 @@ async fn stale_view_and_unreachable_api_server_deny_as_unconfirmed() {
     eprintln!("{}", st.message);
     assert_eq!(out.response["response"]["allowed"], false);
     assert_eq!(out.response["response"]["status"]["code"], 429);
+
+    // A node deletion is confirmed the same way, and its denial says what was asked.
+    let mut body = read_json("admission/node-delete.json");
+    body["request"]["name"] = json!("node-3");
+    body["request"]["oldObject"]["metadata"]["name"] = json!("node-3");
+    let out = admitter
+        .admit(WebhookKind::Validate, body.to_string().as_bytes(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(!out.decision.allowed, "{:?}", out.decision);
+    let message = &out.decision.status.as_ref().unwrap().message;
+    assert!(
+        message.starts_with("longhorn-guard: could not confirm that deleting node node-3 is safe ("),
+        "{message}"
+    );
 }
 
 #[test]

@@ -334,13 +334,13 @@ fn unreadable_update(why: &str) -> String {
     format!("{HEAD}{}{TAIL}", clip(why, room))
 }
 
-/// The denial for an eviction whose allow could not be confirmed with fresh data.
-pub fn unconfirmed(node: &str, why: &str, policy: &Policy) -> Decision {
-    let mut d = deny(
-        policy,
-        format!("longhorn-guard: could not confirm that draining {node} is safe ({why}); retry later"),
-    )
-    .rule("drain");
+/// The denial for an eviction (or, `deleting`, a node deletion) whose allow could not be
+/// confirmed with fresh data.
+pub fn unconfirmed(node: &str, deleting: bool, why: &str, policy: &Policy) -> Decision {
+    let action = if deleting { format!("deleting node {node}") } else { format!("draining {node}") };
+    let mut d =
+        deny(policy, format!("longhorn-guard: could not confirm that {action} is safe ({why}); retry later"))
+            .rule("drain");
     d.details.node = Some(node.to_string());
     d
 }
