@@ -159,9 +159,10 @@ pub fn documents(input: &Input) -> Result<Vec<Document>, InputError> {
         }
     }
     let mut docs = Vec::new();
-    let mut start = 0usize; // index of the chunk's first line
-                            // A document that starts on its `---` line (`--- {kind: StorageClass, ...}`): that line
-                            // with the marker blanked, so columns stay the file's.
+    // The index of the chunk's first line.
+    let mut start = 0usize;
+    // A document that starts on its `---` line (`--- {kind: StorageClass, ...}`): that line
+    // with the marker blanked, so columns stay the file's.
     let mut head: Option<String> = None;
     for i in 0..=lines.len() {
         let separator = if i == lines.len() { Some(None) } else { separator(lines[i]) };
