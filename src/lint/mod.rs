@@ -193,7 +193,7 @@ pub fn lint_inputs(inputs: &[Input], policy: &Policy) -> Report {
     }
     let global = settings_view(targets.iter());
     // Each input's lines, split once: every finding looks up the line of its field.
-    let lines: Vec<Vec<&str>> = inputs.iter().map(|i| i.text.lines().collect()).collect();
+    let lines: Vec<source::Lines<'_>> = inputs.iter().map(|i| source::Lines::new(&i.text)).collect();
     let mut own: Option<(usize, ClusterView)> = None;
     for t in &targets {
         // Settings of the object's own input win over those of other inputs.
@@ -249,7 +249,7 @@ fn request(t: &Target) -> AdmissionRequest {
 }
 
 /// Findings for one decision, each placed on the line of its field.
-fn decision_findings(t: &Target, d: &Decision, lines: &[&str]) -> Vec<Finding> {
+fn decision_findings(t: &Target, d: &Decision, lines: &source::Lines<'_>) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut add = |severity: Severity, field_key: Option<&str>, message: String| {
         let key = t.key.as_deref().or(field_key);

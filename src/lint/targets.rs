@@ -182,7 +182,7 @@ fn helm_values(
         let Some(value) = settings.and_then(|s| s.get(key)).filter(|x| !x.is_null()) else { continue };
         let name = format!("defaultSettings.{key}");
         if key == "defaultReplicaCount" && value.is_number() {
-            let lines: Vec<&str> = input.text.lines().collect();
+            let lines = source::Lines::new(&input.text);
             let line = source::find_key_line(&lines, doc.first, doc.last, key, None).unwrap_or(doc.first);
             findings.push(Finding {
                 path: input.path.clone(),
