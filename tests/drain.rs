@@ -872,6 +872,7 @@ async fn stale_view_and_unreachable_api_server_deny_as_unconfirmed() {
         message.starts_with("longhorn-guard: could not confirm that deleting node node-3 is safe ("),
         "{message}"
     );
+    assert_eq!(out.decision.rule, "node-delete");
 }
 
 #[test]

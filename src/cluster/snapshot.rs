@@ -153,6 +153,26 @@ pub fn check_item(item: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Refuses an item of a kind a decision reads written at a version it cannot read: skipping it
+/// could turn a denial into an allow (a snapshot without its replicas).
+pub fn check_version(item: &Value) -> Result<(), String> {
+    let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default();
+    if super::readset::kind_of(api_version, kind).is_some() {
+        return Ok(());
+    }
+    match super::readset::read_version_of(api_version, kind) {
+        Some(read) => {
+            let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>");
+            Err(format!(
+                "{kind} {name} is {api_version}; longhorn-guard reads {kind} as {read} \
+                 (what `kubectl get -o yaml` prints from a cluster that serves it)"
+            ))
+        }
+        None => Ok(()),
+    }
+}
+
 /// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
 fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     check_item(&item)?;
@@ -160,14 +180,7 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     let kind_name = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
     let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
     let Some(kind) = super::readset::kind_of(&api_version, &kind_name) else {
-        // A kind a decision reads, at a version it cannot: skipping it could turn a denial
-        // into an allow (a snapshot without its replicas), so it is an error.
-        if let Some(read) = super::readset::read_version_of(&api_version, &kind_name) {
-            return Err(format!(
-                "{kind_name} {name} is {api_version}; longhorn-guard reads {kind_name} as {read} \
-                 (what `kubectl get -o yaml` prints from a cluster that serves it)"
-            ));
-        }
+        check_version(&item)?;
         if api_version == super::LONGHORN_API_VERSION
             && super::readset::CHECK_ONLY_KINDS.contains(&kind_name.as_str())
         {

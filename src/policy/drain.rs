@@ -337,10 +337,11 @@ fn unreadable_update(why: &str) -> String {
 /// The denial for an eviction (or, `deleting`, a node deletion) whose allow could not be
 /// confirmed with fresh data.
 pub fn unconfirmed(node: &str, deleting: bool, why: &str, policy: &Policy) -> Decision {
-    let action = if deleting { format!("deleting node {node}") } else { format!("draining {node}") };
+    let act = if deleting { Act::Delete } else { Act::Drain };
+    let action = act.phrase(node);
     let mut d =
         deny(policy, format!("longhorn-guard: could not confirm that {action} is safe ({why}); retry later"))
-            .rule("drain");
+            .rule(act.rule());
     d.details.node = Some(node.to_string());
     d
 }

@@ -136,6 +136,7 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
         || (Inventory::default(), Vec::new()),
         |(inv, objects): &mut (Inventory, Vec<Object>), _label, item| {
             crate::cluster::snapshot::check_item(&item)?;
+            crate::cluster::snapshot::check_version(&item)?;
             objects.extend(inv.ingest(item));
             Ok::<(), String>(())
         },
