@@ -329,3 +329,18 @@ async fn an_event_the_watch_cannot_read_makes_its_kind_list_again() {
     assert!(a.message.contains("would strand"), "{}", a.message);
     guard.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_list_leaves_its_kind_as_old_as_the_lists_start() {
+    // Every page of a list shows the state at its start: a list answered 1.5 s late holds data
+    // 1.5 s old when it ends, and the view must not count it as newer.
+    let (_, items) = cluster();
+    let api = WatchApi::start(items).await;
+    api.delay_lists(Duration::from_millis(1500));
+    let view = SharedView::new(ClusterView::new(Source::Watch));
+    let watches = tokio::spawn(watch::run_with(api.client(), view.clone(), watch::RECHECK_AFTER));
+    until("the first list of every kind", || view.read().freshness().synced).await;
+    let age = view.read().freshness().monotonic_age.expect("every kind listed");
+    assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");
+    watches.abort();
+}

@@ -33,6 +33,8 @@ struct Shared {
     events: broadcast::Sender<Value>,
     /// Every request as `path?query`, in arrival order.
     requests: Mutex<Vec<String>>,
+    /// How long each LIST waits before it is answered (a slow API server).
+    list_delay: Mutex<std::time::Duration>,
 }
 
 /// A running stand-in; the task ends when it is dropped.
@@ -63,6 +65,7 @@ impl WatchApi {
             up: watch::Sender::new(true),
             events: broadcast::Sender::new(1024),
             requests: Mutex::new(Vec::new()),
+            list_delay: Mutex::new(std::time::Duration::ZERO),
         });
         let task = {
             let shared = shared.clone();
@@ -109,6 +112,11 @@ impl WatchApi {
     }
 
     /// Stops serving: open connections are dropped, new ones closed at once.
+    /// Answers every LIST from now on only after `delay` (its data as of the request).
+    pub fn delay_lists(&self, delay: std::time::Duration) {
+        *self.shared.list_delay.lock().unwrap() = delay;
+    }
+
     pub fn stop(&self) {
         self.shared.up.send_replace(false);
     }
@@ -202,6 +210,8 @@ async fn answer(
     // The watcher's LIST asks for `resourceVersion=0` (any version); answer at the current one.
     let plain: Vec<&str> = query.split('&').filter(|kv| !kv.starts_with("resourceVersion")).collect();
     let items = shared.items.lock().unwrap().clone();
+    let delay = *shared.list_delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
     Ok(match list(&items, &path, &plain.join("&")) {
         Ok(mut body) => {
             body["metadata"]["resourceVersion"] = json!(shared.rv.load(Ordering::SeqCst).to_string());
