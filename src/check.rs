@@ -82,17 +82,14 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
 }
 
-/// The longest `check drain` waits for the node's state: the client sets no read timeout, and a
-/// stalled API server must not hang the command.
-const LIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-
 async fn live_view(node: &str) -> Result<ClusterView, String> {
     let client = crate::cluster::client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
-    tokio::time::timeout(LIVE_TIMEOUT, confirm::read_node_state(&client, node))
+    let within = crate::cluster::client::READ_TIMEOUT;
+    tokio::time::timeout(within, confirm::read_node_state(&client, node))
         .await
-        .map_err(|_| format!("cluster: the API server did not answer within {}s", LIVE_TIMEOUT.as_secs()))?
+        .map_err(|_| format!("cluster: the API server did not answer within {}s", within.as_secs()))?
         .map_err(|e| format!("cluster: {e}"))
 }
 

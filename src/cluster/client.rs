@@ -2,6 +2,11 @@
 
 use super::stats;
 
+/// The longest a one-shot read (`check drain`, a page of `check cluster`) may take: the client
+/// sets no read timeout, since its watches are quiet for minutes, and a stalled API server must
+/// not hang a command or freeze `/metrics`.
+pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A client for `config` whose requests (watches, lists, gets, ...) are counted by kind and verb.
 pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
     let builder = kube::client::ClientBuilder::try_from(config)?;

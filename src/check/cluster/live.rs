@@ -144,9 +144,8 @@ async fn read_into(
     Ok(inv.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// The longest one page may take: the client sets no read timeout (its watches are quiet for
-/// minutes), and a stalled API server must not hang `check cluster` or freeze `/metrics`.
-const PAGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest one page may take.
+const PAGE_TIMEOUT: Duration = crate::cluster::client::READ_TIMEOUT;
 
 async fn list_kind(
     client: &kube::Client,

@@ -210,7 +210,7 @@ impl DrainIndex {
                 };
                 let now = view.pod(LONGHORN_NAMESPACE, name).and_then(terminating);
                 // The first instance-manager pod arriving, or the last leaving, decides whether
-                // a missing one means anything (see `facts::instance_manager_pod_gone`).
+                // a missing one means anything (see `facts::instance_manager_pod_down`).
                 let was = before.is_some();
                 let is = now.is_some();
                 let first_or_last = was != is && view.instance_manager_pod_count() == usize::from(is);

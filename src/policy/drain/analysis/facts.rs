@@ -24,24 +24,23 @@ pub(super) fn is_available_healthy(r: &Replica) -> bool {
     !r.spec.healthy_at.is_empty() && r.spec.failed_at.is_empty() && !r.is_deleting()
 }
 
-/// True when the pod of `im` (same name, in Longhorn's namespace) is being deleted: evicted by
-/// a drain or deleted by hand. A view without the pod says nothing.
-fn instance_manager_pod_terminating(view: &ClusterView, im: &InstanceManager) -> bool {
+/// Why the pod of a `running` instance manager `im` (same name, in Longhorn's namespace) takes
+/// its replicas down, if it does: it is being deleted (evicted by a drain, or by hand), or it is
+/// gone while the view holds other instance-manager pods (force-deleted, before Longhorn marks
+/// the instance manager `error`; Longhorn's own PDB check trusts the state in that window). A
+/// view without any instance-manager pod (a snapshot of Longhorn objects only) says nothing.
+/// Only instance-manager pods count, so the watch view, a snapshot and a confirmation (which
+/// reads only those) agree.
+fn instance_manager_pod_down(view: &ClusterView, im: &InstanceManager) -> Option<WhyNot> {
     let name = im.metadata.name.as_deref().unwrap_or_default();
-    view.pod(LONGHORN_NAMESPACE, name)
-        .is_some_and(|p| p.is_instance_manager() && p.metadata.deletion_timestamp.is_some())
-}
-
-/// True when the view holds instance-manager pods but not `im`'s (same name, in Longhorn's
-/// namespace): deleted by hand or force-deleted with its node, before Longhorn marks the
-/// instance manager `error` (Longhorn's own PDB check trusts the state in that window). A view
-/// without any instance-manager pod (a snapshot of Longhorn objects only) says nothing. Only
-/// instance-manager pods count, so the watch view, a snapshot and a confirmation (which reads
-/// only those) agree.
-fn instance_manager_pod_gone(view: &ClusterView, im: &InstanceManager) -> bool {
-    let name = im.metadata.name.as_deref().unwrap_or_default();
-    view.instance_manager_pod_count() > 0
-        && !view.pod(LONGHORN_NAMESPACE, name).is_some_and(|p| p.is_instance_manager())
+    match view.pod(LONGHORN_NAMESPACE, name).filter(|p| p.is_instance_manager()) {
+        Some(p) if p.metadata.deletion_timestamp.is_some() => {
+            Some(WhyNot::InstanceManagerNotRunning("terminating".into()))
+        }
+        Some(_) => None,
+        None if view.instance_manager_pod_count() > 0 => Some(WhyNot::InstanceManagerPodGone),
+        None => None,
+    }
 }
 
 /// The instance manager a replica runs in: `status.instanceManagerName` (none when that names
@@ -140,12 +139,8 @@ pub(super) fn replica_facts<'a>(
                 Some(im) if im.status.current_state != "running" => {
                     Some(WhyNot::InstanceManagerNotRunning(im.status.current_state.to_string()))
                 }
-                // Its pod is being evicted or deleted: the replica goes with it.
-                Some(im) if instance_manager_pod_terminating(view, im) => {
-                    Some(WhyNot::InstanceManagerNotRunning("terminating".into()))
-                }
-                Some(im) if instance_manager_pod_gone(view, im) => Some(WhyNot::InstanceManagerPodGone),
-                Some(_) => None,
+                // Its pod is being evicted, deleted or gone: the replica goes with it.
+                Some(im) => instance_manager_pod_down(view, im),
             },
         }
     };
