@@ -12,6 +12,9 @@
 # is still denied for what it is; after the restart the view is current again and decisions
 # follow the API server's state within seconds (the change made in etcd included), and so does
 # a change made after the restart.
+# Before the faults: after more than maxViewAge without writes, the view is still current
+# (proven by the probes and its watches' BOOKMARKs), and the safe eviction is allowed without a
+# confirmation.
 # Evictions are POSTed to serve directly (as the API server would send them): with the API
 # server down, kubectl cannot send any.
 
@@ -131,6 +134,18 @@ watch_fault_checks() {
 	check "baseline: the eviction of $FAULT_SAFE_POD (node-3) is allowed" has '"allowed":true'
 	run metric_sum longhorn_guard_cluster_view_failing_watches
 	check "baseline: no failing watch" view_current
+
+	log "probes: a quiet view proven current by its watches' BOOKMARKs (no confirmation reads)"
+	local c0 age
+	c0=$(metric_sum longhorn_guard_confirmations_total)
+	sleep 7 # longer than the policy's maxViewAge (5s) without a write to the watched kinds
+	age=$(metric_sum longhorn_guard_cluster_view_age_seconds)
+	check "after 7s without writes the view's age ($age s) is under maxViewAge (5s): the probes proved it current" \
+		awk -v a="$age" 'BEGIN { exit !(a < 5) }'
+	evict "$FAULT_SAFE_POD"
+	check "the safe eviction on the quiet view is allowed" has '"allowed":true'
+	confirmations_unchanged() { [ "$(metric_sum longhorn_guard_confirmations_total)" -eq "$c0" ]; }
+	check "... without a confirmation (longhorn_guard_confirmations_total stays at $c0)" confirmations_unchanged
 
 	log "watch faults 1: kube-apiserver killed under the running serve, then started again"
 	api_stop

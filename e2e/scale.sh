@@ -2,8 +2,9 @@
 # Scale harness (`make scale`, docs/scale.md): loads a synthetic Longhorn state into the cluster
 # KUBECONFIG names (a bare kube-apiserver + etcd is enough: e2e/start-apiserver.sh), runs
 # `longhorn-guard serve` in watch mode as a local process on 127.0.0.1 and prints one table:
-# time to ready, RSS after sync and peak, eviction latency p50/p99 on a fresh and on a quiet
-# (confirmed) view, API requests per confirmation and the "could not confirm" count.
+# time to ready, RSS after sync and peak, eviction latency p50/p99 on a fresh view, on a quiet
+# view proven current by probes (serve's default), and on a quiet view confirmed by reads (serve
+# started again with probes off), API requests per confirmation and the "could not confirm" count.
 #
 #   SCALE_NODES=10 SCALE_VOLUMES=1000 make scale
 #
@@ -98,6 +99,13 @@ vm() { awk -v f="$1:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$SERVER_PID/
 metric_sum() {
 	awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $NF; found = 1 } END { if (found) printf "%.0f", s }' "$1"
 }
+# apiserver_ticks: the CPU time (clock ticks) of SCALE_APISERVER_PID, or empty.
+apiserver_ticks() { [ -n "${SCALE_APISERVER_PID:-}" ] && awk '{ print $14 + $15 }' "/proc/$SCALE_APISERVER_PID/stat" 2>/dev/null || true; }
+# cpu_per_second TICKS0 TICKS1 T0 T1: CPU milliseconds per second of wall time, or n/a.
+cpu_per_second() {
+	if [ -z "$1" ] || [ -z "$2" ]; then echo n/a; return; fi
+	awk -v c=$(($2 - $1)) -v hz="$(getconf CLK_TCK)" -v a="$3" -v b="$4" 'BEGIN { printf "%.0f ms/s", c * 1000 / hz / (b - a) }'
+}
 # field JSON KEY: a top-level number (or null) from admission_load's one-line summary.
 field() { sed -n "s/.*\"$2\":\([^,}]*\).*/\1/p" <<<"$1"; }
 count() { local v; v=$(field "$1" "$2"); printf '%s' "${v:-0}"; }
@@ -157,24 +165,29 @@ printf 'drain:\n  maxViewAge: %s\n' "$MAX_VIEW_AGE" >"$WORK/policy.yaml"
 # The partly busy phase measures confirmations that reuse the kinds the view holds current.
 if [ -n "$BUSY_KINDS" ]; then printf '  reuseCurrentKinds: true\n' >>"$WORK/policy.yaml"; fi
 ready() { curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null; }
-t0=$(now)
-# The allocator setting the Deployment ships (manifests/base/deployment.yaml).
-KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} \
-	MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072} "$BIN" serve \
-	--tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" --policy "$WORK/policy.yaml" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-until ready; do
-	if gone_pid "$SERVER_PID"; then
-		tail -n 20 "$WORK/server.log" | sed 's/^/    /'
-		die "longhorn-guard exited before it was ready (its log above)"
-	fi
-	if [ "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print (b - a > 600) }')" = 1 ]; then
-		tail -n 20 "$WORK/server.log" | sed 's/^/    /'
-		die "longhorn-guard did not become ready within 600s"
-	fi
-	sleep 0.1
-done
-ready_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+# start_serve [ARGS...]: serve in watch mode with extra ARGS; sets SERVER_PID and ready_s.
+start_serve() {
+	local t0
+	t0=$(now)
+	# The allocator setting the Deployment ships (manifests/base/deployment.yaml).
+	KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} \
+		MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-131072} "$BIN" serve \
+		--tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" --policy "$WORK/policy.yaml" "$@" >"$WORK/server.log" 2>&1 &
+	SERVER_PID=$!
+	until ready; do
+		if gone_pid "$SERVER_PID"; then
+			tail -n 20 "$WORK/server.log" | sed 's/^/    /'
+			die "longhorn-guard exited before it was ready (its log above)"
+		fi
+		if [ "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print (b - a > 600) }')" = 1 ]; then
+			tail -n 20 "$WORK/server.log" | sed 's/^/    /'
+			die "longhorn-guard did not become ready within 600s"
+		fi
+		sleep 0.1
+	done
+	ready_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
+}
+start_serve
 sleep 1
 rss_sync=$(vm VmRSS)
 echo "    ready after ${ready_s}s; RSS ${rss_sync} MiB"
@@ -231,8 +244,40 @@ confirmed_rounds() {
 	curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" >"$WORK/metrics.$1.1" || true
 }
 
-# ---------------------------------------------------------------- quiet view
+# ---------------------------------------------------------------- quiet view, probes
+# serve's default: each kind probed every second; its watch's BOOKMARKs prove the view current.
 pause=$((max_view_age_s + 1))
+log "quiet view, probes on: $QUIET_ROUNDS evictions, each after ${pause}s without writes (proven current)"
+cpu0=$(apiserver_ticks)
+t_cpu0=$(now)
+confirmed_rounds proven
+apiserver_idle_probes=$(cpu_per_second "$cpu0" "$(apiserver_ticks)" "$t_cpu0" "$(now)")
+proven=$rounds_out
+proven_confirmations=$(($(metric_sum "$WORK/metrics.proven.1" longhorn_guard_confirmations_total) - $(metric_sum "$WORK/metrics.proven.0" longhorn_guard_confirmations_total)))
+proven_rate=$(awk -v r0="$(metric_sum "$WORK/metrics.proven.0" longhorn_guard_api_requests_total)" \
+	-v r1="$(metric_sum "$WORK/metrics.proven.1" longhorn_guard_api_requests_total)" -v s="$((QUIET_ROUNDS * pause))" \
+	'BEGIN { printf "%.1f", (r1 - r0) / s }')
+
+# The phases below measure confirmations by reads: serve again, with probes off.
+log "longhorn-guard serve again with --freshness-probe-interval 0s (every quiet allow confirmed by reads)"
+stop_pid "$SERVER_PID"
+start_serve --freshness-probe-interval 0s
+echo "    ready after ${ready_s}s"
+apiserver_idle_plain=n/a
+if [ -n "$(apiserver_ticks)" ]; then
+	# The API server's CPU with the guard idle and probes off (after its first check refresh).
+	for _ in $(seq 600); do
+		grep -q "cluster checks refreshed\|cluster checks could not read" "$WORK/server.log" && break
+		sleep 0.1
+	done
+	sleep 2
+	cpu0=$(apiserver_ticks)
+	t_cpu0=$(now)
+	sleep 20
+	apiserver_idle_plain=$(cpu_per_second "$cpu0" "$(apiserver_ticks)" "$t_cpu0" "$(now)")
+fi
+
+# ---------------------------------------------------------------- quiet view
 log "quiet view: $QUIET_ROUNDS evictions, each after ${pause}s without writes (confirmed)"
 confirmed_rounds quiet
 quiet=$rounds_out
@@ -286,7 +331,7 @@ if [ "$OVERLAP" -gt 0 ]; then
 	r1=$(metric_sum "$WORK/metrics.overlap.1" longhorn_guard_api_requests_total)
 	[ -n "$r1" ] && overlap_requests="$((r1 - ${r0:-0})) for $OVERLAP evictions"
 fi
-unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm) + $(count "$overlap" could_not_confirm)))
+unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$proven" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm) + $(count "$overlap" could_not_confirm)))
 
 # ---------------------------------------------------------------- API server CPU (optional)
 # What the confirmation's reads cost the API server: its CPU time over CPU_READS back-to-back
@@ -321,6 +366,11 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	if [ -n "$rss_settled" ]; then printf '%-44s %s\n' "RSS ${SETTLE}s after the quiet view" "$rss_settled MiB"; fi
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, fresh view" "$(ms "$(field "$fresh" p50_ms)")" \
 		"$(ms "$(field "$fresh" p99_ms)")" "$(field "$fresh" requests)" "$(field "$fresh" allowed)"
+	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (probes)" "$(ms "$(field "$proven" p50_ms)")" \
+		"$(ms "$(field "$proven" p99_ms)")" "$(field "$proven" requests)" "$(field "$proven" allowed)"
+	printf '%-44s %s\n' "confirmations, quiet view (probes)" "$proven_confirmations"
+	printf '%-44s %s\n' "API requests per second, quiet (probes)" "$proven_rate"
+	printf '%-44s %s / %s\n' "API server CPU, quiet: probes on / off" "$apiserver_idle_probes" "$apiserver_idle_plain"
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (confirmed)" "$(ms "$(field "$quiet" p50_ms)")" \
 		"$(ms "$(field "$quiet" p99_ms)")" "$(field "$quiet" requests)" "$(field "$quiet" allowed)"
 	printf '%-44s %s\n' "API requests per confirmation" "$per_confirmation"

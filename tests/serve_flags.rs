@@ -21,6 +21,9 @@ fn zero_or_huge_timeouts_intervals_and_body_limits_are_usage_errors() {
         ("--request-timeout", "18446744073709551615s", "must be at most 24h"),
         ("--shutdown-grace", "25h", "must be at most 24h"),
         ("--check-interval", "1000000d", "must be at most 24h"),
+        // One read per watched kind each round: faster only loads the API server.
+        ("--freshness-probe-interval", "10ms", "must be 0s (off) or at least 100ms"),
+        ("--freshness-probe-interval", "25h", "must be at most 24h"),
     ] {
         let out = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--state", DEMO, "--tls-dir"])

@@ -65,7 +65,8 @@ impl Guard {
     async fn start(api: &WatchApi, recheck_after: Duration) -> Self {
         let client = api.client();
         let view = SharedView::new(ClusterView::new(Source::Watch));
-        let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), recheck_after));
+        let tuning = watch::Tuning { recheck_after, watch_timeout_secs: watch::WATCH_TIMEOUT_SECS };
+        let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), tuning));
         let policy = Policy::parse("drain:\n  maxViewAge: 60s\n").unwrap();
         let admitter =
             Admitter::new(view.clone(), Arc::new(policy), Some(confirm::confirmer(client, view.clone())));
@@ -76,13 +77,7 @@ impl Guard {
 
     /// POSTs the eviction of node `n`'s instance manager to `/validate`.
     async fn evict(&self, n: usize) -> Answer {
-        let body = eviction_of(&Synthetic::instance_manager_name(n));
-        let r =
-            request(self.server.addr, &self.server.client, "POST", "/validate", body.clone()).await.unwrap();
-        assert_eq!(r.status, 200, "{}", r.text());
-        let review = r.json();
-        assert_review(&review, &uid_of(&body), "eviction");
-        let resp = &review["response"];
+        let resp = &evict_pod(&self.server, &Synthetic::instance_manager_name(n)).await;
         Answer {
             allowed: resp["allowed"].as_bool().unwrap(),
             code: resp["status"]["code"].as_u64().unwrap_or(200),
@@ -338,7 +333,7 @@ async fn a_slow_list_leaves_its_kind_as_old_as_the_lists_start() {
     let api = WatchApi::start(items).await;
     api.delay_lists(Duration::from_millis(1500));
     let view = SharedView::new(ClusterView::new(Source::Watch));
-    let watches = tokio::spawn(watch::run_with(api.client(), view.clone(), watch::RECHECK_AFTER));
+    let watches = tokio::spawn(watch::run_with(api.client(), view.clone(), watch::tuning(false)));
     until("the first list of every kind", || view.read().freshness().synced).await;
     let age = view.read().freshness().monotonic_age.expect("every kind listed");
     assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");

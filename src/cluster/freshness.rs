@@ -121,6 +121,30 @@ impl ClusterView {
     /// and is not fresh, however recently it received data.
     pub fn note_watch_failed(&mut self, kind: ObjectKind) {
         self.failing.insert(kind);
+        self.proofs.restart(kind);
+    }
+
+    /// Records that the watch of `kind` starts a list: what it delivered before proves nothing
+    /// until the list completes ([`super::proof`]).
+    pub fn note_list_started(&mut self, kind: ObjectKind) {
+        self.proofs.restart(kind);
+    }
+
+    /// Records that the watch of `kind` delivered every change up to resource version `rv`
+    /// (its list, an event, a BOOKMARK). A probe it reaches makes the kind as new as the
+    /// probe's sending ([`super::proof`]).
+    pub fn note_delivered(&mut self, kind: ObjectKind, rv: &str) {
+        if let Some(p) = self.proofs.delivered(kind, rv) {
+            self.touch_kind_at(kind, p.wall, p.mono);
+        }
+    }
+
+    /// Records a probe of `kind`: a consistent read sent at `wall`/`mono` that returned list
+    /// resource version `rv` ([`super::proof`]).
+    pub fn note_probe(&mut self, kind: ObjectKind, rv: &str, wall: SystemTime, mono: Instant) {
+        if let Some(p) = self.proofs.probed(kind, rv, wall, mono) {
+            self.touch_kind_at(kind, p.wall, p.mono);
+        }
     }
 
     /// Records that the view holds a complete initial list of every kind. Each kind keeps the

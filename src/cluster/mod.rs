@@ -14,6 +14,8 @@ pub mod meta;
 pub mod name;
 pub mod nameset;
 pub mod objects;
+pub mod probe;
+pub mod proof;
 mod queries;
 pub mod readset;
 pub mod relist;
@@ -82,6 +84,8 @@ pub struct ClusterView {
     unreadable: HashMap<ObjectKind, BTreeSet<String>>,
     /// Kinds whose watch failed and that have not been listed again since.
     failing: BTreeSet<ObjectKind>,
+    /// How far each kind's watch has delivered, against the probes ([`proof`]).
+    proofs: proof::Proofs,
 }
 
 impl ClusterView {
@@ -114,6 +118,7 @@ impl ClusterView {
             kind_seen: HashMap::new(),
             unreadable: HashMap::new(),
             failing: BTreeSet::new(),
+            proofs: proof::Proofs::default(),
         }
     }
 

@@ -29,11 +29,13 @@ use kube::core::GroupVersionKind;
 use kube::runtime::watcher::Event;
 
 mod kind;
+pub mod listwatch;
 mod retry;
 pub mod supervise;
 
-pub use kind::loses_events;
 use kind::stream_for;
+pub use kind::{loses_events, Tuning};
+use listwatch::Step;
 pub use retry::{fault_of, retry_delay};
 
 use super::relist::Relist;
@@ -50,6 +52,13 @@ pub const RETRY_MAX: Duration = Duration::from_secs(4);
 /// again; longer than [`RETRY_MAX`], so that while the API server is down the watcher keeps
 /// resuming (and meets the `410 Gone` the API server may answer once it is back).
 pub const RECHECK_AFTER: Duration = Duration::from_secs(6);
+/// Each watch's `timeoutSeconds` while probes prove quiet kinds current
+/// ([`crate::cluster::probe`]): the API server sends a watch its BOOKMARK 2 s before its
+/// deadline, and none when that moment has passed as it starts (2 s or less), so 3 s is the
+/// shortest that brings one: about one BOOKMARK per kind every 3 s.
+pub const PROVING_WATCH_TIMEOUT_SECS: u32 = 3;
+/// Each watch's `timeoutSeconds` without probes: a BOOKMARK then serves nothing but resuming.
+pub const WATCH_TIMEOUT_SECS: u32 = 290;
 
 /// One watched kind: what to ask the API server for and where.
 #[derive(Clone, Debug)]
@@ -75,22 +84,34 @@ pub fn targets() -> Vec<Target> {
         .collect()
 }
 
+/// The watches' pacing for `serve`: short watches (a BOOKMARK every few seconds) when probes
+/// run, else [`WATCH_TIMEOUT_SECS`].
+pub fn tuning(probing: bool) -> Tuning {
+    let watch_timeout_secs = if probing { PROVING_WATCH_TIMEOUT_SECS } else { WATCH_TIMEOUT_SECS };
+    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs }
+}
+
 /// Runs every watch until the task is dropped, applying events to `view`.
 pub async fn run(client: kube::Client, view: SharedView) {
-    run_with(client, view, RECHECK_AFTER).await
+    run_with(client, view, tuning(false)).await
 }
 
-/// [`run`], started again whenever it ends or panics ([`supervise`]): what `serve` runs.
-pub async fn run_supervised(client: kube::Client, view: SharedView) {
+/// [`run_with`], started again whenever it ends or panics ([`supervise`]): what `serve` runs.
+pub async fn run_supervised(client: kube::Client, view: SharedView, tuning: Tuning) {
     let watched = view.clone();
-    supervise::supervised(view, move || run(client.clone(), watched.clone()), Duration::from_secs(1)).await
+    supervise::supervised(
+        view,
+        move || run_with(client.clone(), watched.clone(), tuning),
+        Duration::from_secs(1),
+    )
+    .await
 }
 
-/// [`run`] with another bound than [`RECHECK_AFTER`] for a quiet resumed watch (tests).
-pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Duration) {
+/// [`run`] with other pacing (tests: a shorter bound for a quiet resumed watch).
+pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
     let all = targets();
     let total = all.len();
-    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, recheck_after)));
+    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, tuning)));
     // Each kind's list in progress: the listed keys and changed objects, the names it could
     // not read, and when it started (the time of its data, however long the pages take).
     type Listing = (Relist, Vec<String>, Option<(SystemTime, Instant)>);
@@ -124,9 +145,17 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
             }
         };
         let now = SystemTime::now();
+        let event = match event {
+            Step::Event(e) => e,
+            Step::Progress(rv) => {
+                view.update(|v| v.note_delivered(kind, &rv));
+                continue;
+            }
+        };
         match event {
             Event::Init => {
                 pending.insert(kind, (Relist::default(), Vec::new(), Some((now, Instant::now()))));
+                view.update(|v| v.note_list_started(kind));
             }
             Event::InitApply(item) => {
                 let (relist, unreadable, _) = pending.entry(kind).or_default();
@@ -173,18 +202,26 @@ pub async fn run_with(client: kube::Client, view: SharedView, recheck_after: Dur
             }
             // A kind whose watch failed stays failing through the events of its resumed watch
             // (the replay of what it missed has no end marker) until its list completes.
-            Event::Apply(item) => match readable(kind, item) {
-                Ok(obj) => view.update(|v| v.upsert(obj, now)),
-                // Keep the last readable version; allows are confirmed until this clears.
-                Err(name) => view.update(|v| {
-                    v.note_unreadable(kind, &name);
-                    v.touch_kind(kind, now);
-                }),
-            },
+            Event::Apply(item) => {
+                let rv = item.resource_version.clone().unwrap_or_default();
+                match readable(kind, item) {
+                    Ok(obj) => view.update(|v| {
+                        v.upsert(obj, now);
+                        v.note_delivered(kind, &rv);
+                    }),
+                    // Keep the last readable version; allows are confirmed until this clears.
+                    Err(name) => view.update(|v| {
+                        v.note_unreadable(kind, &name);
+                        v.touch_kind(kind, now);
+                        v.note_delivered(kind, &rv);
+                    }),
+                }
+            }
             Event::Delete(item) => {
                 view.update(|v| {
                     v.remove(kind, item.namespace.as_deref(), &item.name);
                     v.touch_kind(kind, now);
+                    v.note_delivered(kind, item.resource_version.as_deref().unwrap_or_default());
                 });
             }
         }

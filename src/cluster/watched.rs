@@ -113,6 +113,8 @@ impl<T> kube::Resource for Watched<T> {
 pub struct Item {
     pub namespace: Option<String>,
     pub name: String,
+    /// The object's `metadata.resourceVersion`: how far its watch has come.
+    pub resource_version: Option<String>,
     pub object: Result<Object, String>,
 }
 
@@ -121,6 +123,7 @@ impl<T: Lean> From<Watched<T>> for Item {
         Self {
             namespace: w.meta.namespace,
             name: w.meta.name.unwrap_or_default(),
+            resource_version: w.meta.resource_version,
             object: w.object.map(Lean::into_object),
         }
     }

@@ -79,6 +79,13 @@ pub struct ServeArgs {
     /// checks off. With --state they are computed once from the snapshot.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
     pub check_interval: Duration,
+    /// How often each watched kind is probed with a consistent `limit=1` read, so that a quiet
+    /// view is proven current by its own watch's BOOKMARKs instead of re-read before an allow
+    /// (docs/drain.md, "Probes"). 1s keeps the proven age under 4 s, inside the default
+    /// drain.maxViewAge of 5 s, for one small read per kind per second; 0s turns probes off
+    /// (every allow on a quiet view is then confirmed by reads). Watch mode only.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = probe_interval, env = "LONGHORN_GUARD_FRESHNESS_PROBE_INTERVAL")]
+    pub freshness_probe_interval: Duration,
     /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
     /// from the API server at once; more wait their turn within their deadline, and requests
     /// for a node whose confirmation is still waiting share it. Default 2: one at 10,000
@@ -113,6 +120,16 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = duration(text)?;
     if d.is_zero() {
         return Err("must be longer than 0s".into());
+    }
+    Ok(d)
+}
+
+/// `0s` (off) or at least 100 ms: each probe round is one read per watched kind, and shorter
+/// rounds would only load the API server (the proven age is bounded by the 3 s watches).
+fn probe_interval(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if !d.is_zero() && d < Duration::from_millis(100) {
+        return Err("must be 0s (off) or at least 100ms".into());
     }
     Ok(d)
 }

@@ -265,7 +265,17 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 )
             })?;
             let view = SharedView::new(ClusterView::new(Source::Watch));
-            let watches = tokio::spawn(crate::cluster::watch::run_supervised(client.clone(), view.clone()));
+            let probing = !args.freshness_probe_interval.is_zero();
+            let tuning = crate::cluster::watch::tuning(probing);
+            let watches =
+                tokio::spawn(crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning));
+            if probing {
+                tokio::spawn(crate::cluster::probe::run(
+                    client.clone(),
+                    view.clone(),
+                    args.freshness_probe_interval,
+                ));
+            }
             let confirmer = if policy.drain.reuse_current_kinds {
                 crate::cluster::confirm::confirmer_reusing(
                     client.clone(),

@@ -260,3 +260,14 @@ pub fn eviction_of(name: &str) -> Vec<u8> {
     review["request"]["uid"] = serde_json::Value::from(format!("eviction-{name}"));
     serde_json::to_vec(&review).unwrap()
 }
+
+/// POSTs the eviction of pod `name` ([`eviction_of`]) to `server`'s `/validate`, checks the
+/// AdmissionReview that comes back, and returns its `response`.
+pub async fn evict_pod(server: &TestServer, name: &str) -> serde_json::Value {
+    let body = eviction_of(name);
+    let r = request(server.addr, &server.client, "POST", "/validate", body.clone()).await.unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let review = r.json();
+    assert_review(&review, &uid_of(&body), "eviction");
+    review["response"].clone()
+}

@@ -1,7 +1,8 @@
 //! A stand-in Kubernetes API server with watches, over real TLS on 127.0.0.1:0, that can be
 //! stopped and started again like a crashing kube-apiserver: LISTs (label and name selectors,
 //! as [`super::apiserver`] answers them) carry the current resource version; WATCH streams
-//! carry MODIFIED events of [`WatchApi::modify`]; a watch from a resource version older than
+//! carry MODIFIED events of [`WatchApi::modify`] and BOOKMARKs of [`WatchApi::bookmark`], and
+//! can be stalled ([`WatchApi::hold`]); a watch from a resource version older than
 //! the last [`WatchApi::start_again`] with `expire` gets the `410 Gone` ERROR event a real API
 //! server sends after etcd compaction.
 
@@ -35,6 +36,8 @@ struct Shared {
     requests: Mutex<Vec<String>>,
     /// How long each LIST waits before it is answered (a slow API server).
     list_delay: Mutex<std::time::Duration>,
+    /// Watches whose path contains one of these deliver nothing more (a stalled stream).
+    held: Mutex<Vec<String>>,
 }
 
 /// A running stand-in; the task ends when it is dropped.
@@ -66,6 +69,7 @@ impl WatchApi {
             events: broadcast::Sender::new(1024),
             requests: Mutex::new(Vec::new()),
             list_delay: Mutex::new(std::time::Duration::ZERO),
+            held: Mutex::new(Vec::new()),
         });
         let task = {
             let shared = shared.clone();
@@ -115,6 +119,20 @@ impl WatchApi {
     /// Answers every LIST from now on only after `delay` (its data as of the request).
     pub fn delay_lists(&self, delay: std::time::Duration) {
         *self.shared.list_delay.lock().unwrap() = delay;
+    }
+
+    /// Sends every open watch a BOOKMARK at the current resource version, as the API server's
+    /// watch cache does on its timer once it has caught up (held watches get none).
+    pub fn bookmark(&self) {
+        let rv = self.shared.rv.load(Ordering::SeqCst).to_string();
+        let object = json!({"apiVersion": "v1", "kind": "Bookmark", "metadata": {"resourceVersion": rv}});
+        let _ = self.shared.events.send(json!({"type": "BOOKMARK", "object": object}));
+    }
+
+    /// From now on, watches whose path contains `path_part` deliver nothing (events and
+    /// BOOKMARKs stay unsent, the connection open): a stream stalled somewhere on the way.
+    pub fn hold(&self, path_part: &str) {
+        self.shared.held.lock().unwrap().push(path_part.to_string());
     }
 
     pub fn stop(&self) {
@@ -201,8 +219,11 @@ async fn answer(
             let once = futures::stream::iter([Ok::<_, Infallible>(Frame::data(Bytes::from(line)))]);
             return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(once))));
         }
+        let watch_path = path.clone();
+        let held_by = shared.clone();
         let events = tokio_stream_of(subscription).filter_map(move |ev| {
-            let keep = c.holds(&ev["object"]);
+            let held = held_by.held.lock().unwrap().iter().any(|h| watch_path.contains(h.as_str()));
+            let keep = !held && (ev["type"] == "BOOKMARK" || c.holds(&ev["object"]));
             async move { keep.then(|| Ok(Frame::data(Bytes::from(event_line(&ev))))) }
         });
         return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(events))));

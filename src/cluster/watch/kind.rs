@@ -10,6 +10,7 @@ use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
 
+use super::listwatch::{list_then_watch, Params, Step};
 use super::retry::{fault_of, Retry};
 use super::Target;
 use crate::cluster::readset::INSTANCE_MANAGER_LIST_PAGE;
@@ -19,7 +20,7 @@ use crate::cluster::{
     Engine, InstanceManager, LonghornNode, Node, ObjectKind, Pod, Replica, Setting, StorageClass, Volume,
 };
 
-pub(super) type KindEvents = BoxStream<'static, (ObjectKind, Result<Event<Item>, watcher::Error>)>;
+pub(super) type KindEvents = BoxStream<'static, (ObjectKind, Result<Step<Item>, watcher::Error>)>;
 
 /// True for an error inside a running watch stream that the stream may continue past: a line
 /// it could not decode (an event it skipped), or an `ERROR` event (in place of one it could
@@ -38,11 +39,13 @@ pub fn loses_events(e: &watcher::Error) -> bool {
 /// is listed again: the replay has no end marker), or after `recheck_after` ([`RECHECK_AFTER`](super::RECHECK_AFTER))
 /// with neither (started over too). A `410 Gone` or a lost event starts it over at once.
 /// Restarts that repeat are paced `recheck_after` apart. Each object is parsed once into the
-/// lean type `T`.
-fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: Duration) -> KindEvents {
+/// lean type `T`. The watch is resumed every `watch_timeout_secs` (its BOOKMARK comes 2 s
+/// before).
+fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) -> KindEvents {
+    let Tuning { recheck_after, watch_timeout_secs } = tuning;
     struct State<T: Lean> {
         api: Api<Watched<T>>,
-        inner: Option<BoxStream<'static, Result<Event<Item>, watcher::Error>>>,
+        inner: Option<BoxStream<'static, Result<Step<Item>, watcher::Error>>>,
         /// When the last error of a failing spell arrived.
         failed_at: Option<tokio::time::Instant>,
         /// When the watcher was last started over (a `410 Gone`, a lost event, a resumed watch).
@@ -71,15 +74,17 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
             }
             let api = st.api.clone();
             let inner = st.inner.get_or_insert_with(|| {
-                watcher::watcher(api, watcher::Config::default().page_size(list_page_size(kind)))
+                let params = Params { page_size: list_page_size(kind), timeout_secs: watch_timeout_secs };
+                list_then_watch(api, params)
                     .backoff(Retry::default())
                     .map(|ev| {
                         ev.map(|e| match e {
-                            Event::Init => Event::Init,
-                            Event::InitApply(o) => Event::InitApply(Item::from(o)),
-                            Event::InitDone => Event::InitDone,
-                            Event::Apply(o) => Event::Apply(Item::from(o)),
-                            Event::Delete(o) => Event::Delete(Item::from(o)),
+                            Step::Event(Event::Init) => Step::Event(Event::Init),
+                            Step::Event(Event::InitApply(o)) => Step::Event(Event::InitApply(Item::from(o))),
+                            Step::Event(Event::InitDone) => Step::Event(Event::InitDone),
+                            Step::Event(Event::Apply(o)) => Step::Event(Event::Apply(Item::from(o))),
+                            Step::Event(Event::Delete(o)) => Step::Event(Event::Delete(Item::from(o))),
+                            Step::Progress(rv) => Step::Progress(rv),
                         })
                     })
                     .boxed()
@@ -101,8 +106,12 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, recheck_after: D
             };
             match next {
                 Some(Ok(event)) => {
-                    let resumed =
-                        st.failed_at.take().is_some() && matches!(event, Event::Apply(_) | Event::Delete(_));
+                    // A resumed watch's BOOKMARK also shows the API server answers again.
+                    let resumed = st.failed_at.take().is_some()
+                        && matches!(
+                            event,
+                            Step::Event(Event::Apply(_) | Event::Delete(_)) | Step::Progress(_)
+                        );
                     if resumed {
                         // The API server answers again. The resumed stream replays what the
                         // watch missed, in a burst with no marker where the burst ends, so its
@@ -150,15 +159,24 @@ fn list_page_size(kind: ObjectKind) -> u32 {
     }
 }
 
+/// How the watches are paced.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// How long a resumed watch may stay quiet after an error before its kind is listed again.
+    pub recheck_after: Duration,
+    /// Each watch's `timeoutSeconds` ([`Params::timeout_secs`]).
+    pub watch_timeout_secs: u32,
+}
+
 /// One kind's events, parsed into its lean type.
-pub(super) fn stream_for(client: &kube::Client, t: &Target, recheck_after: Duration) -> KindEvents {
+pub(super) fn stream_for(client: &kube::Client, t: &Target, tuning: Tuning) -> KindEvents {
     fn api<T: Lean>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
         match t.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
             None => Api::all_with(client.clone(), &t.resource),
         }
     }
-    let (k, r) = (t.kind, recheck_after);
+    let (k, r) = (t.kind, tuning);
     match t.kind {
         ObjectKind::Node => kind_events(api::<Node>(client, t), k, r),
         ObjectKind::Pod => kind_events(api::<Pod>(client, t), k, r),

@@ -1,0 +1,160 @@
+//! One kind's list-then-watch with its progress in view: the list's resource version and every
+//! watch BOOKMARK's come out as [`Step::Progress`], which kube's watcher keeps to itself. The
+//! view compares them with the probes' consistent reads to prove a quiet kind current
+//! ([`crate::cluster::proof`]).
+//!
+//! The list is consistent (no `resourceVersion`) and paged; the watch resumes from the last
+//! resource version seen whenever the API server ends it (each `timeoutSeconds`), and a
+//! `410 Gone` starts over with a list. Errors come out as kube's [`watcher::Error`]s, so the
+//! caller's fault handling (and kube's backoff) reads them as it reads the kube watcher's.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{stream, StreamExt as _};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use kube::runtime::watcher::{self, Event};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+/// What one kind's list-then-watch yields.
+#[derive(Debug)]
+pub enum Step<K> {
+    Event(Event<K>),
+    /// Every change of the kind up to this resource version has been delivered: the list just
+    /// completed was read at it, or a watch BOOKMARK carried it.
+    Progress(String),
+}
+
+/// How a kind is listed and watched.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Objects per page of a list.
+    pub page_size: u32,
+    /// The watch's `timeoutSeconds`: the API server ends the watch then and it is resumed. The
+    /// API server sends a watch its BOOKMARK 2 s before this deadline (else once a minute).
+    pub timeout_secs: u32,
+}
+
+/// No line for this long past the watch's own deadline: the connection is taken as dead and
+/// the watch resumed.
+const IDLE_MARGIN: Duration = Duration::from_secs(5);
+
+enum Phase<K> {
+    Empty,
+    Paging {
+        cont: Option<String>,
+        items: VecDeque<K>,
+        rv: Option<String>,
+    },
+    /// Listed (or the watch ended) at `rv`; `announce` the list's version first.
+    Listed {
+        rv: String,
+        announce: bool,
+    },
+    Watching {
+        rv: String,
+        events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    },
+}
+
+type Out<K> = Result<Step<K>, watcher::Error>;
+
+/// The steps of `api`'s list-then-watch, forever.
+pub fn list_then_watch<K>(api: Api<K>, params: Params) -> BoxStream<'static, Out<K>>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    stream::unfold((api, Phase::Empty), move |(api, phase)| async move {
+        let mut phase = phase;
+        loop {
+            let (out, next) = step(&api, params, phase).await;
+            phase = next;
+            if let Some(out) = out {
+                return Some((out, (api, phase)));
+            }
+        }
+    })
+    .boxed()
+}
+
+async fn step<K>(api: &Api<K>, params: Params, phase: Phase<K>) -> (Option<Out<K>>, Phase<K>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    match phase {
+        Phase::Empty => (
+            Some(Ok(Step::Event(Event::Init))),
+            Phase::Paging { cont: None, items: VecDeque::new(), rv: None },
+        ),
+        Phase::Paging { cont, mut items, rv } => {
+            if let Some(item) = items.pop_front() {
+                return (Some(Ok(Step::Event(Event::InitApply(item)))), Phase::Paging { cont, items, rv });
+            }
+            if let (None, Some(rv)) = (&cont, &rv) {
+                let rv = rv.clone();
+                return (Some(Ok(Step::Event(Event::InitDone))), Phase::Listed { rv, announce: true });
+            }
+            let mut lp = ListParams::default().limit(params.page_size);
+            lp.continue_token = cont;
+            match api.list(&lp).await {
+                Ok(list) => {
+                    let rv = list.metadata.resource_version.filter(|s| !s.is_empty());
+                    let cont = list.metadata.continue_.filter(|s| !s.is_empty());
+                    if rv.is_none() && cont.is_none() {
+                        return (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty);
+                    }
+                    (None, Phase::Paging { cont, items: list.items.into(), rv })
+                }
+                Err(e) => (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty),
+            }
+        }
+        Phase::Listed { rv, announce: true } => {
+            (Some(Ok(Step::Progress(rv.clone()))), Phase::Listed { rv, announce: false })
+        }
+        Phase::Listed { rv, announce: false } => {
+            let wp =
+                WatchParams { timeout: Some(params.timeout_secs), bookmarks: true, ..Default::default() };
+            match api.watch(&wp, &rv).await {
+                Ok(events) => (None, Phase::Watching { rv, events: events.boxed() }),
+                Err(e) => {
+                    (Some(Err(watcher::Error::WatchStartFailed(e))), Phase::Listed { rv, announce: false })
+                }
+            }
+        }
+        Phase::Watching { rv, mut events } => {
+            let idle = Duration::from_secs(params.timeout_secs.into()) + IDLE_MARGIN;
+            let next = tokio::time::timeout(idle, events.next()).await.unwrap_or_else(|_| {
+                tracing::debug!("watch idle past its deadline; resuming it");
+                None
+            });
+            match next {
+                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => applied(o, events, Event::Apply),
+                Some(Ok(WatchEvent::Deleted(o))) => applied(o, events, Event::Delete),
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    let rv = b.metadata.resource_version;
+                    (Some(Ok(Step::Progress(rv.clone()))), Phase::Watching { rv, events })
+                }
+                Some(Ok(WatchEvent::Error(status))) => {
+                    let next = if status.code == 410 { Phase::Empty } else { Phase::Watching { rv, events } };
+                    (Some(Err(watcher::Error::WatchError(status))), next)
+                }
+                Some(Err(e)) => (Some(Err(watcher::Error::WatchFailed(e))), Phase::Watching { rv, events }),
+                None => (None, Phase::Listed { rv, announce: false }),
+            }
+        }
+    }
+}
+
+/// An added, changed or deleted object, which moves the watch on to its resource version.
+fn applied<K: Resource>(
+    o: K,
+    events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    event: fn(K) -> Event<K>,
+) -> (Option<Out<K>>, Phase<K>) {
+    match o.meta().resource_version.clone().filter(|rv| !rv.is_empty()) {
+        Some(rv) => (Some(Ok(Step::Event(event(o)))), Phase::Watching { rv, events }),
+        None => (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty),
+    }
+}
