@@ -258,6 +258,9 @@ proven_rate=$(awk -v r0="$(metric_sum "$WORK/metrics.proven.0" longhorn_guard_ap
 	-v r1="$(metric_sum "$WORK/metrics.proven.1" longhorn_guard_api_requests_total)" -v s="$((QUIET_ROUNDS * pause))" \
 	'BEGIN { printf "%.1f", (r1 - r0) / s }')
 
+sleep 2
+rss_probes=$(vm VmRSS)
+rss_peak_probes=$(vm VmHWM)
 # The phases below measure confirmations by reads: serve again, with probes off.
 log "longhorn-guard serve again with --freshness-probe-interval 0s (every quiet allow confirmed by reads)"
 stop_pid "$SERVER_PID"
@@ -369,6 +372,7 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (probes)" "$(ms "$(field "$proven" p50_ms)")" \
 		"$(ms "$(field "$proven" p99_ms)")" "$(field "$proven" requests)" "$(field "$proven" allowed)"
 	printf '%-44s %s\n' "confirmations, quiet view (probes)" "$proven_confirmations"
+	printf '%-44s %s / %s MiB\n' "RSS 2 s after it / peak, probes on" "${rss_probes:-n/a}" "${rss_peak_probes:-n/a}"
 	printf '%-44s %s\n' "API requests per second, quiet (probes)" "$proven_rate"
 	printf '%-44s %s / %s\n' "API server CPU, quiet: probes on / off" "$apiserver_idle_probes" "$apiserver_idle_plain"
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (confirmed)" "$(ms "$(field "$quiet" p50_ms)")" \

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{confirm, probe, watch, ClusterView, SharedView, Source};
+use longhorn_guard::cluster::{confirm, probe, stats, watch, ClusterView, ObjectKind, SharedView, Source};
 use longhorn_guard::policy::Policy;
 use longhorn_guard::synthetic::{Group, Synthetic};
 use serde_json::json;
@@ -107,6 +107,8 @@ async fn a_quiet_view_is_proven_current_by_its_bookmarks_and_allows_without_read
     let probes: Vec<String> =
         api.requests().into_iter().filter(|q| q.contains("limit=1&") || q.ends_with("limit=1")).collect();
     assert!(probes.len() >= 9, "{probes:#?}");
+    let proofs: u64 = ObjectKind::ALL.iter().map(|k| stats::global().proofs(*k)).sum();
+    assert!(proofs >= 9, "every kind proven at least once, counted: {proofs}");
     guard.stop().await;
 }
 

@@ -132,19 +132,23 @@ impl ClusterView {
 
     /// Records that the watch of `kind` delivered every change up to resource version `rv`
     /// (its list, an event, a BOOKMARK). A probe it reaches makes the kind as new as the
-    /// probe's sending ([`super::proof`]).
-    pub fn note_delivered(&mut self, kind: ObjectKind, rv: &str) {
-        if let Some(p) = self.proofs.delivered(kind, rv) {
+    /// probe's sending ([`super::proof`]); true when one did.
+    pub fn note_delivered(&mut self, kind: ObjectKind, rv: &str) -> bool {
+        let proven = self.proofs.delivered(kind, rv);
+        if let Some(p) = proven {
             self.touch_kind_at(kind, p.wall, p.mono);
         }
+        proven.is_some()
     }
 
     /// Records a probe of `kind`: a consistent read sent at `wall`/`mono` that returned list
-    /// resource version `rv` ([`super::proof`]).
-    pub fn note_probe(&mut self, kind: ObjectKind, rv: &str, wall: SystemTime, mono: Instant) {
-        if let Some(p) = self.proofs.probed(kind, rv, wall, mono) {
+    /// resource version `rv` ([`super::proof`]); true when the watch has already delivered it.
+    pub fn note_probe(&mut self, kind: ObjectKind, rv: &str, wall: SystemTime, mono: Instant) -> bool {
+        let proven = self.proofs.probed(kind, rv, wall, mono);
+        if let Some(p) = proven {
             self.touch_kind_at(kind, p.wall, p.mono);
         }
+        proven.is_some()
     }
 
     /// Records that the view holds a complete initial list of every kind. Each kind keeps the

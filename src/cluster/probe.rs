@@ -38,7 +38,11 @@ async fn probe(client: &kube::Client, view: &SharedView, t: &Target) {
         tokio::time::timeout(PROBE_TIMEOUT, api.list_metadata(&ListParams::default().limit(1))).await;
     match answer {
         Ok(Ok(list)) => match list.metadata.resource_version {
-            Some(rv) => view.update(|v| v.note_probe(t.kind, &rv, wall, mono)),
+            Some(rv) => {
+                if view.update(|v| v.note_probe(t.kind, &rv, wall, mono)) {
+                    super::stats::global().proof(t.kind);
+                }
+            }
             None => tracing::debug!(kind = t.kind.display(), "probe answered without a resource version"),
         },
         Ok(Err(error)) => tracing::debug!(kind = t.kind.display(), %error, "probe failed"),

@@ -88,6 +88,8 @@ pub struct ApiStats {
     requests: [[AtomicU64; VERBS.len()]; KINDS],
     /// [kind (read-set order)][fault] -> failed watches.
     watch_errors: [[AtomicU64; 2]; RESOURCES.len()],
+    /// [kind (read-set order)] -> probes its watch caught up with ([`super::proof`]).
+    proofs: [AtomicU64; RESOURCES.len()],
     confirmations: [AtomicU64; 3],
     /// Non-cumulative counts per bucket, plus one for `+Inf`.
     durations: [AtomicU64; CONFIRMATION_BUCKETS.len() + 1],
@@ -115,6 +117,7 @@ impl ApiStats {
         Self {
             requests: [const { [const { AtomicU64::new(0) }; VERBS.len()] }; KINDS],
             watch_errors: [const { [const { AtomicU64::new(0) }; 2] }; RESOURCES.len()],
+            proofs: [const { AtomicU64::new(0) }; RESOURCES.len()],
             confirmations: [const { AtomicU64::new(0) }; 3],
             durations: [const { AtomicU64::new(0) }; CONFIRMATION_BUCKETS.len() + 1],
             duration_sum_micros: AtomicU64::new(0),
@@ -153,6 +156,18 @@ impl ApiStats {
         self.watch_errors.get(kind as usize).map_or(0, |row| row[fault as usize].load(Ordering::Relaxed))
     }
 
+    /// Counts one probe of `kind` that its watch caught up with: the kind proven current.
+    pub fn proof(&self, kind: ObjectKind) {
+        if let Some(n) = self.proofs.get(kind as usize) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Probes of `kind` proven so far.
+    pub fn proofs(&self, kind: ObjectKind) -> u64 {
+        self.proofs.get(kind as usize).map_or(0, |n| n.load(Ordering::Relaxed))
+    }
+
     /// Records one finished confirmation and how long it took.
     pub fn confirmation(&self, result: ConfirmResult, took: Duration) {
         self.confirmations[result as usize].fetch_add(1, Ordering::Relaxed);
@@ -176,6 +191,7 @@ impl ApiStats {
             Snapshot {
                 requests: self.requests.each_ref().map(|row| row.each_ref().map(load)),
                 watch_errors: self.watch_errors.each_ref().map(|row| row.each_ref().map(load)),
+                proofs: self.proofs.each_ref().map(load),
                 confirmations: self.confirmations.each_ref().map(load),
                 durations: self.durations.each_ref().map(load),
                 duration_sum_micros: load(&self.duration_sum_micros),
@@ -190,6 +206,7 @@ impl ApiStats {
 struct Snapshot {
     requests: [[u64; VERBS.len()]; KINDS],
     watch_errors: [[u64; 2]; RESOURCES.len()],
+    proofs: [u64; RESOURCES.len()],
     confirmations: [u64; 3],
     durations: [u64; CONFIRMATION_BUCKETS.len() + 1],
     duration_sum_micros: u64,
@@ -232,6 +249,16 @@ impl Collector for Snapshot {
                 let labels = [("kind", RESOURCES[k].kind.display()), ("reason", fault.as_str())];
                 f.labelled(&labels, row[fault as usize] as f64)?;
             }
+        }
+
+        let mut f = family(
+            &mut encoder,
+            "longhorn_guard_freshness_proofs",
+            "Probes (consistent reads) each kind's own watch caught up with, by kind: the kind then counts as current from the probe's sending. Flat at 0 while probes run: the API server does not serve consistent reads from its watch cache (Kubernetes before 1.31, or etcd before 3.5.13 / 3.4.31), and allows on a quiet view are confirmed by reads.",
+            MetricType::Counter,
+        )?;
+        for (k, &n) in self.proofs.iter().enumerate() {
+            f.labelled(&[("kind", RESOURCES[k].kind.display())], n as f64)?;
         }
 
         let mut f = family(

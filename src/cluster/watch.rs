@@ -148,7 +148,9 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
         let event = match event {
             Step::Event(e) => e,
             Step::Progress(rv) => {
-                view.update(|v| v.note_delivered(kind, &rv));
+                if view.update(|v| v.note_delivered(kind, &rv)) {
+                    stats::global().proof(kind);
+                }
                 continue;
             }
         };
@@ -204,25 +206,31 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
             // (the replay of what it missed has no end marker) until its list completes.
             Event::Apply(item) => {
                 let rv = item.resource_version.clone().unwrap_or_default();
-                match readable(kind, item) {
+                let proven = match readable(kind, item) {
                     Ok(obj) => view.update(|v| {
                         v.upsert(obj, now);
-                        v.note_delivered(kind, &rv);
+                        v.note_delivered(kind, &rv)
                     }),
                     // Keep the last readable version; allows are confirmed until this clears.
                     Err(name) => view.update(|v| {
                         v.note_unreadable(kind, &name);
                         v.touch_kind(kind, now);
-                        v.note_delivered(kind, &rv);
+                        v.note_delivered(kind, &rv)
                     }),
+                };
+                if proven {
+                    stats::global().proof(kind);
                 }
             }
             Event::Delete(item) => {
-                view.update(|v| {
+                let proven = view.update(|v| {
                     v.remove(kind, item.namespace.as_deref(), &item.name);
                     v.touch_kind(kind, now);
-                    v.note_delivered(kind, item.resource_version.as_deref().unwrap_or_default());
+                    v.note_delivered(kind, item.resource_version.as_deref().unwrap_or_default())
                 });
+                if proven {
+                    stats::global().proof(kind);
+                }
             }
         }
     }
