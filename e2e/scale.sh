@@ -68,6 +68,7 @@ cleanup() {
 	set +e
 	log "cleanup"
 	[ -n "$HEARTBEAT_PID" ] && stop_pid "$HEARTBEAT_PID"
+	[ -n "${AGES_PID:-}" ] && stop_pid "$AGES_PID"
 	[ -n "$SERVER_PID" ] && stop_pid "$SERVER_PID"
 	if [ "$KEEP" = 1 ]; then
 		log "SCALE_KEEP=1: the synthetic state stays (remove it with SCALE_KEEP=0 make scale, or scale_load delete)"
@@ -250,8 +251,20 @@ pause=$((max_view_age_s + 1))
 log "quiet view, probes on: $QUIET_ROUNDS evictions, each after ${pause}s without writes (proven current)"
 cpu0=$(apiserver_ticks)
 t_cpu0=$(now)
+# The view's age (longhorn_guard_cluster_view_age_seconds) every half second meanwhile.
+(
+	while :; do
+		curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" |
+			awk '$1 == "longhorn_guard_cluster_view_age_seconds" { print $2 }'
+		sleep 0.5
+	done
+) >"$WORK/ages" 2>/dev/null &
+AGES_PID=$!
 confirmed_rounds proven
+stop_pid "$AGES_PID"
+AGES_PID=
 apiserver_idle_probes=$(cpu_per_second "$cpu0" "$(apiserver_ticks)" "$t_cpu0" "$(now)")
+view_ages=$(sort -g "$WORK/ages" | awk '{ a[NR] = $1 } END { if (NR) printf "%.1f / %.1f / %.1f s (n=%d)", a[int((NR + 1) / 2)], a[int(NR * 0.99 + 0.99)], a[NR], NR; else print "n/a" }')
 proven=$rounds_out
 proven_confirmations=$(($(metric_sum "$WORK/metrics.proven.1" longhorn_guard_confirmations_total) - $(metric_sum "$WORK/metrics.proven.0" longhorn_guard_confirmations_total)))
 proven_rate=$(awk -v r0="$(metric_sum "$WORK/metrics.proven.0" longhorn_guard_api_requests_total)" \
@@ -372,6 +385,7 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "eviction p50 / p99, quiet view (probes)" "$(ms "$(field "$proven" p50_ms)")" \
 		"$(ms "$(field "$proven" p99_ms)")" "$(field "$proven" requests)" "$(field "$proven" allowed)"
 	printf '%-44s %s\n' "confirmations, quiet view (probes)" "$proven_confirmations"
+	printf '%-44s %s\n' "view age p50 / p99 / max, quiet (probes)" "$view_ages"
 	printf '%-44s %s / %s MiB\n' "RSS 2 s after it / peak, probes on" "${rss_probes:-n/a}" "${rss_peak_probes:-n/a}"
 	printf '%-44s %s\n' "API requests per second, quiet (probes)" "$proven_rate"
 	printf '%-44s %s / %s\n' "API server CPU, quiet: probes on / off" "$apiserver_idle_probes" "$apiserver_idle_plain"

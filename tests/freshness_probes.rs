@@ -34,20 +34,35 @@ struct Guard {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// What the stand-in's watch cache sends every 100 ms, after a write elsewhere in etcd has
+/// moved the resource version on (as leases and events do all the time).
+#[derive(Clone, Copy)]
+enum Bookmarks {
+    /// BOOKMARKs at the current resource version: a watch cache that keeps up.
+    Current,
+    /// BOOKMARKs at the resource version of the start: a watch cache stuck behind etcd.
+    Stuck,
+}
+
 impl Guard {
-    /// Watches with BOOKMARKs, probes every 100 ms, BOOKMARKs sent every 100 ms.
-    async fn start(api: &Arc<WatchApi>) -> Self {
+    /// Watches with BOOKMARKs (3 s watches, resumed, as `serve` runs them with probes), probes
+    /// every 100 ms, BOOKMARKs sent every 100 ms.
+    async fn start(api: &Arc<WatchApi>, bookmarks: Bookmarks) -> Self {
         let client = api.client();
         let view = SharedView::new(ClusterView::new(Source::Watch));
         let mut tasks = vec![
             tokio::spawn(watch::run_with(client.clone(), view.clone(), watch::tuning(true))),
             tokio::spawn(probe::run(client.clone(), view.clone(), Duration::from_millis(100))),
         ];
-        let timer = api.clone();
+        let (timer, stuck_at) = (api.clone(), api.resource_version());
         tasks.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                timer.bookmark();
+                timer.bump();
+                match bookmarks {
+                    Bookmarks::Current => timer.bookmark(),
+                    Bookmarks::Stuck => timer.bookmark_at(stuck_at),
+                }
             }
         }));
         let policy = Policy::parse("drain:\n  maxViewAge: 1s\n").unwrap();
@@ -95,7 +110,7 @@ async fn cluster() -> (Synthetic, Arc<WatchApi>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_view_is_proven_current_by_its_bookmarks_and_allows_without_reads() {
     let (_s, api) = cluster().await;
-    let guard = Guard::start(&api).await;
+    let guard = Guard::start(&api, Bookmarks::Current).await;
     // Quiet for three times maxViewAge: no object changes, only probes and BOOKMARKs.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let f = guard.view.read().freshness();
@@ -103,9 +118,13 @@ async fn a_quiet_view_is_proven_current_by_its_bookmarks_and_allows_without_read
     let (allowed, message, reads) = guard.evict_reading(&api, STORAGE_NODE).await;
     assert!(allowed, "{message}");
     assert!(reads.is_empty(), "an allow on a proven view reads nothing: {reads:#?}");
-    // The probes are consistent reads of one object's metadata per kind.
-    let probes: Vec<String> =
-        api.requests().into_iter().filter(|q| q.contains("limit=1&") || q.ends_with("limit=1")).collect();
+    // The probes are consistent reads (no resourceVersion) selecting a name no object has.
+    let probes: Vec<String> = api
+        .requests()
+        .into_iter()
+        .filter(|q| q.contains("fieldSelector=metadata.name%3Dlonghorn-guard-freshness-probe"))
+        .collect();
+    assert!(probes.iter().all(|q| !q.contains("resourceVersion")), "{probes:#?}");
     assert!(probes.len() >= 9, "{probes:#?}");
     let proofs: u64 = ObjectKind::ALL.iter().map(|k| stats::global().proofs(*k)).sum();
     assert!(proofs >= 9, "every kind proven at least once, counted: {proofs}");
@@ -115,7 +134,7 @@ async fn a_quiet_view_is_proven_current_by_its_bookmarks_and_allows_without_read
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_watch_proves_nothing_so_the_change_it_hides_is_read_and_denied() {
     let (s, api) = cluster().await;
-    let guard = Guard::start(&api).await;
+    let guard = Guard::start(&api, Bookmarks::Current).await;
     // The replicas' watch stalls; every other kind's BOOKMARKs and the probes go on.
     api.hold("/replicas");
     // Volume VICTIM's replicas off the storage node fail: only the storage node holds a healthy
@@ -137,5 +156,60 @@ async fn a_stalled_watch_proves_nothing_so_the_change_it_hides_is_read_and_denie
     assert!(!allowed, "the stalled kind was trusted: {message}");
     assert!(message.contains(&volume), "{message}");
     assert!(reads.iter().any(|q| q.contains("/replicas?")), "{reads:#?}");
+    guard.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_of_a_watch_cache_stuck_behind_etcd_prove_nothing() {
+    let (_s, api) = cluster().await;
+    let guard = Guard::start(&api, Bookmarks::Stuck).await;
+    // BOOKMARKs keep arriving on every watch, but at a version every probe has passed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let f = guard.view.read().freshness();
+    assert!(!f.is_fresh(std::time::SystemTime::now(), Duration::from_secs(1)), "{f:?}");
+    let (allowed, message, reads) = guard.evict_reading(&api, STORAGE_NODE).await;
+    assert!(allowed, "{message}");
+    assert!(!reads.is_empty(), "the allow was confirmed by reads");
+    guard.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_resumption_is_an_interruption_that_the_next_bookmark_ends_without_a_relist() {
+    let (s, api) = cluster().await;
+    let guard = Guard::start(&api, Bookmarks::Current).await;
+    let lists_of_replicas = || {
+        api.requests()
+            .iter()
+            .filter(|q| q.contains("/replicas?") && !q.contains("watch=") && !q.contains("fieldSelector"))
+            .count()
+    };
+    let listed = lists_of_replicas();
+    // The replicas' watch ends every 3 s; its next start is refused once (a 500).
+    api.refuse_watches("/replicas", 1);
+    let t0 = Instant::now();
+    while !guard.view.read().freshness().failing.contains(&"replicas.longhorn.io") {
+        assert!(
+            t0.elapsed() < WAIT,
+            "the interruption was never noted: errors {}",
+            stats::global()
+                .watch_errors(ObjectKind::Replica, longhorn_guard::cluster::stats::WatchFault::Error)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A change while the watch is down: the resumed watch replays it.
+    let victim =
+        s.objects(Group::Replica).find(|r| r["spec"]["nodeID"] == Synthetic::node_name(0).as_str()).unwrap();
+    let name = victim["metadata"]["name"].as_str().unwrap().to_string();
+    let mut changed = victim.clone();
+    changed["status"]["currentState"] = json!("stopped");
+    api.modify(changed);
+    while !guard.view.read().freshness().failing.is_empty() {
+        assert!(t0.elapsed() < WAIT, "the resumed watch's BOOKMARK never ended the interruption");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let state = guard.view.read().replica(&name).map(|r| r.status.current_state.to_string());
+    assert_eq!(state.as_deref(), Some("stopped"), "the change made while the watch was down was replayed");
+    assert_eq!(lists_of_replicas(), listed, "no relist: {:#?}", api.requests());
+    assert!(guard.view.read().freshness().is_fresh(std::time::SystemTime::now(), Duration::from_secs(1)));
     guard.stop().await;
 }

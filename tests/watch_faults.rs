@@ -65,7 +65,11 @@ impl Guard {
     async fn start(api: &WatchApi, recheck_after: Duration) -> Self {
         let client = api.client();
         let view = SharedView::new(ClusterView::new(Source::Watch));
-        let tuning = watch::Tuning { recheck_after, watch_timeout_secs: watch::WATCH_TIMEOUT_SECS };
+        let tuning = watch::Tuning {
+            recheck_after,
+            watch_timeout_secs: watch::WATCH_TIMEOUT_SECS,
+            resume_once: false,
+        };
         let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), tuning));
         let policy = Policy::parse("drain:\n  maxViewAge: 60s\n").unwrap();
         let admitter =

@@ -121,7 +121,27 @@ impl ClusterView {
     /// and is not fresh, however recently it received data.
     pub fn note_watch_failed(&mut self, kind: ObjectKind) {
         self.failing.insert(kind);
+        self.interrupted.remove(&kind);
         self.proofs.restart(kind);
+    }
+
+    /// Records that the watch of `kind` ended and could not be started again at once; it
+    /// resumes from the same resource version, so nothing is lost, but the kind is failing
+    /// until a BOOKMARK of the resumed watch ([`ClusterView::note_progress`]) shows it has
+    /// delivered what it replays (or until a relist, should the watch fail meanwhile).
+    pub fn note_watch_interrupted(&mut self, kind: ObjectKind) {
+        if self.failing.insert(kind) {
+            self.interrupted.insert(kind);
+        }
+    }
+
+    /// Records a list's or a BOOKMARK's resource version ([`ClusterView::note_delivered`]);
+    /// a BOOKMARK ends an interruption ([`ClusterView::note_watch_interrupted`]).
+    pub fn note_progress(&mut self, kind: ObjectKind, rv: &str) -> bool {
+        if self.interrupted.remove(&kind) {
+            self.failing.remove(&kind);
+        }
+        self.note_delivered(kind, rv)
     }
 
     /// Records that the watch of `kind` starts a list: what it delivered before proves nothing

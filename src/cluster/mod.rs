@@ -86,6 +86,8 @@ pub struct ClusterView {
     failing: BTreeSet<ObjectKind>,
     /// How far each kind's watch has delivered, against the probes ([`proof`]).
     proofs: proof::Proofs,
+    /// Failing kinds whose watch was only interrupted: its next BOOKMARK clears them.
+    interrupted: BTreeSet<ObjectKind>,
 }
 
 impl ClusterView {
@@ -119,6 +121,7 @@ impl ClusterView {
             unreadable: HashMap::new(),
             failing: BTreeSet::new(),
             proofs: proof::Proofs::default(),
+            interrupted: BTreeSet::new(),
         }
     }
 

@@ -1,9 +1,16 @@
-//! Probes: a consistent `limit=1` read of each watched kind, every `--freshness-probe-interval`.
-//! Each answer's list resource version, with the time the read was sent, goes to the view,
-//! which counts the kind as new as that time once its own watch has delivered that version
+//! Probes: a consistent read of each watched kind, every `--freshness-probe-interval`, that
+//! selects one name no object carries ([`PROBE_NAME`]), so it returns no object. Each
+//! answer's list resource version, with the time the read was sent, goes to the view, which
+//! counts the kind as new as that time once its own watch has delivered that version
 //! ([`super::proof`]). A quiet cluster then keeps the view fresh without re-reading what a
-//! drain decision rests on. A probe reads metadata only (`PartialObjectMetadataList`): one
-//! instance manager is over a megabyte whole.
+//! drain decision rests on.
+//!
+//! Why a name selector and not `limit=1`: kube-apiserver 1.31-1.33 sends a consistent LIST
+//! with a `limit` to etcd, past its watch cache, and only a read the cache serves makes the
+//! cache ask etcd for its progress, which is what brings a quiet kind's BOOKMARKs up to the
+//! probe's version. A selector is served from the cache on every version that serves
+//! consistent reads from it. Metadata only (`PartialObjectMetadataList`), should an object by
+//! that name exist.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -11,6 +18,10 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 use super::watch::{targets, Target};
 use super::SharedView;
+
+/// The `metadata.name` a probe selects. Valid as a name, so the API server accepts the
+/// selector; an object by this name would only cost its metadata in each answer.
+pub const PROBE_NAME: &str = "longhorn-guard-freshness-probe";
 
 /// A probe answered later than this proves too little to wait for (the view's age counts from
 /// its sending); the next one is sent on time.
@@ -34,8 +45,8 @@ async fn probe(client: &kube::Client, view: &SharedView, t: &Target) {
         None => Api::all_with(client.clone(), &t.resource),
     };
     let (wall, mono) = (SystemTime::now(), Instant::now());
-    let answer =
-        tokio::time::timeout(PROBE_TIMEOUT, api.list_metadata(&ListParams::default().limit(1))).await;
+    let select = ListParams::default().fields(&format!("metadata.name={PROBE_NAME}"));
+    let answer = tokio::time::timeout(PROBE_TIMEOUT, api.list_metadata(&select)).await;
     match answer {
         Ok(Ok(list)) => match list.metadata.resource_version {
             Some(rv) => {

@@ -1,6 +1,6 @@
 //! Proving a quiet kind current without reading it again.
 //!
-//! A *probe* is a consistent read of one object of a kind (`limit=1`, no `resourceVersion`),
+//! A *probe* is a consistent read of a kind (no `resourceVersion`; it selects no object),
 //! sent at a known time: the API server answers it only once it has caught up with etcd as of
 //! that moment, and its list `resourceVersion` is at least etcd's revision then. The view's own
 //! watch of the kind reports how far it has delivered: its list's resource version, then each

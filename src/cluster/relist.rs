@@ -94,6 +94,7 @@ impl ClusterView {
         }
         self.unreadable.remove(&kind);
         self.failing.remove(&kind);
+        self.interrupted.remove(&kind);
         for o in changed {
             self.put_quietly(o, started);
         }

@@ -241,7 +241,7 @@ impl Collector for Snapshot {
         let mut f = family(
             &mut encoder,
             "longhorn_guard_watch_errors",
-            "Failed watches by kind and reason (gone: 410 Gone, the kind is relisted; error: anything else). Each makes the view stale until the kind is relisted.",
+            "Failed watches by kind and reason (gone: 410 Gone, the kind is relisted; error: anything else). Each makes the view stale until the kind is relisted, or, for a watch that could not be resumed once, until its next BOOKMARK.",
             MetricType::Counter,
         )?;
         for (k, row) in self.watch_errors.iter().enumerate() {

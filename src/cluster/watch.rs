@@ -88,7 +88,9 @@ pub fn targets() -> Vec<Target> {
 /// run, else [`WATCH_TIMEOUT_SECS`].
 pub fn tuning(probing: bool) -> Tuning {
     let watch_timeout_secs = if probing { PROVING_WATCH_TIMEOUT_SECS } else { WATCH_TIMEOUT_SECS };
-    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs }
+    // Short watches are started again every few seconds: one refused start is an interruption
+    // that the resumed watch's next BOOKMARK ends, not a failure that costs a relist.
+    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs, resume_once: probing }
 }
 
 /// Runs every watch until the task is dropped, applying events to `view`.
@@ -148,9 +150,19 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
         let event = match event {
             Step::Event(e) => e,
             Step::Progress(rv) => {
-                if view.update(|v| v.note_delivered(kind, &rv)) {
+                if view.update(|v| v.note_progress(kind, &rv)) {
                     stats::global().proof(kind);
                 }
+                continue;
+            }
+            Step::Interrupted(e) => {
+                stats::global().watch_error(kind, WatchFault::Error);
+                view.update(|v| v.note_watch_interrupted(kind));
+                tracing::info!(
+                    kind = kind.display(),
+                    error = %e,
+                    "watch could not be resumed; retrying from the same resource version (nothing is missed), the view is stale until its next BOOKMARK"
+                );
                 continue;
             }
         };

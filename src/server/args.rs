@@ -79,7 +79,7 @@ pub struct ServeArgs {
     /// checks off. With --state they are computed once from the snapshot.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
     pub check_interval: Duration,
-    /// How often each watched kind is probed with a consistent `limit=1` read, so that a quiet
+    /// How often each watched kind is probed with a consistent read (selecting no object), so that a quiet
     /// view is proven current by its own watch's BOOKMARKs instead of re-read before an allow
     /// (docs/drain.md, "Probes"). 1s keeps the proven age under 4 s, inside the default
     /// drain.maxViewAge of 5 s, for one small read per kind per second; 0s turns probes off

@@ -267,15 +267,17 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             let view = SharedView::new(ClusterView::new(Source::Watch));
             let probing = !args.freshness_probe_interval.is_zero();
             let tuning = crate::cluster::watch::tuning(probing);
-            let watches =
-                tokio::spawn(crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning));
-            if probing {
-                tokio::spawn(crate::cluster::probe::run(
-                    client.clone(),
-                    view.clone(),
-                    args.freshness_probe_interval,
-                ));
-            }
+            let watched = crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning);
+            let probes = probing.then(|| {
+                crate::cluster::probe::run(client.clone(), view.clone(), args.freshness_probe_interval)
+            });
+            // One task, so that stopping the watches stops the probes too.
+            let watches = tokio::spawn(async move {
+                match probes {
+                    Some(probes) => drop(tokio::join!(watched, probes)),
+                    None => watched.await,
+                }
+            });
             let confirmer = if policy.drain.reuse_current_kinds {
                 crate::cluster::confirm::confirmer_reusing(
                     client.clone(),

@@ -1,8 +1,9 @@
 //! A stand-in Kubernetes API server with watches, over real TLS on 127.0.0.1:0, that can be
 //! stopped and started again like a crashing kube-apiserver: LISTs (label and name selectors,
 //! as [`super::apiserver`] answers them) carry the current resource version; WATCH streams
-//! carry MODIFIED events of [`WatchApi::modify`] and BOOKMARKs of [`WatchApi::bookmark`], and
-//! can be stalled ([`WatchApi::hold`]); a watch from a resource version older than
+//! carry MODIFIED events of [`WatchApi::modify`] and BOOKMARKs of [`WatchApi::bookmark`], end
+//! after their `timeoutSeconds`, replay what a watch from an older resource version missed,
+//! can be stalled ([`WatchApi::hold`]) or refused ([`WatchApi::refuse_watches`]); a watch from a resource version older than
 //! the last [`WatchApi::start_again`] with `expire` gets the `410 Gone` ERROR event a real API
 //! server sends after etcd compaction.
 
@@ -38,6 +39,11 @@ struct Shared {
     list_delay: Mutex<std::time::Duration>,
     /// Watches whose path contains one of these deliver nothing more (a stalled stream).
     held: Mutex<Vec<String>>,
+    /// Every change event with its resource version, for watches that resume from an older one.
+    history: Mutex<Vec<(u64, Value)>>,
+    /// Watch requests whose path contains the first element are refused with a 429 while the
+    /// count lasts.
+    refused: Mutex<(String, usize)>,
 }
 
 /// A running stand-in; the task ends when it is dropped.
@@ -70,6 +76,8 @@ impl WatchApi {
             requests: Mutex::new(Vec::new()),
             list_delay: Mutex::new(std::time::Duration::ZERO),
             held: Mutex::new(Vec::new()),
+            history: Mutex::new(Vec::new()),
+            refused: Mutex::new((String::new(), 0)),
         });
         let task = {
             let shared = shared.clone();
@@ -124,7 +132,13 @@ impl WatchApi {
     /// Sends every open watch a BOOKMARK at the current resource version, as the API server's
     /// watch cache does on its timer once it has caught up (held watches get none).
     pub fn bookmark(&self) {
-        let rv = self.shared.rv.load(Ordering::SeqCst).to_string();
+        self.bookmark_at(self.shared.rv.load(Ordering::SeqCst));
+    }
+
+    /// Sends every open watch a BOOKMARK at `rv`: with an `rv` older than the current one, a
+    /// watch cache that lags behind etcd.
+    pub fn bookmark_at(&self, rv: u64) {
+        let rv = rv.to_string();
         let object = json!({"apiVersion": "v1", "kind": "Bookmark", "metadata": {"resourceVersion": rv}});
         let _ = self.shared.events.send(json!({"type": "BOOKMARK", "object": object}));
     }
@@ -133,6 +147,24 @@ impl WatchApi {
     /// BOOKMARKs stay unsent, the connection open): a stream stalled somewhere on the way.
     pub fn hold(&self, path_part: &str) {
         self.shared.held.lock().unwrap().push(path_part.to_string());
+    }
+
+    /// A write elsewhere in etcd (another resource): the resource version moves on, no watch
+    /// here gets an event.
+    pub fn bump(&self) -> u64 {
+        self.shared.rv.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The current resource version.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.rv.load(Ordering::SeqCst)
+    }
+
+    /// The next `n` watch requests whose path contains `path_part` are refused with `500
+    /// Internal Server Error` (etcd changing leader; kube's client itself retries 429, 503
+    /// and 504).
+    pub fn refuse_watches(&self, path_part: &str, n: usize) {
+        *self.shared.refused.lock().unwrap() = (path_part.to_string(), n);
     }
 
     pub fn stop(&self) {
@@ -169,15 +201,16 @@ impl WatchApi {
                 && a["metadata"]["namespace"] == o["metadata"]["namespace"]
                 && a["metadata"]["name"] == o["metadata"]["name"]
         };
+        let event = json!({"type": "MODIFIED", "object": o, "objectFirst": object_first});
         {
             let mut items = self.shared.items.lock().unwrap();
             match items.iter_mut().find(|a| same(a)) {
                 Some(slot) => *slot = o.clone(),
                 None => items.push(o.clone()),
             }
+            self.shared.history.lock().unwrap().push((rv, event.clone()));
         }
-        let _ =
-            self.shared.events.send(json!({"type": "MODIFIED", "object": o, "objectFirst": object_first}));
+        let _ = self.shared.events.send(event);
     }
 }
 
@@ -219,12 +252,43 @@ async fn answer(
             let once = futures::stream::iter([Ok::<_, Infallible>(Frame::data(Bytes::from(line)))]);
             return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(once))));
         }
+        {
+            let mut refused = shared.refused.lock().unwrap();
+            if refused.1 > 0 && path.contains(refused.0.as_str()) {
+                refused.1 -= 1;
+                let message = "etcdserver: leader changed".to_string();
+                return Ok(reply(500, json_body(&status(500, "InternalError", message))));
+            }
+        }
+        // What the watch missed since `from` first (as the watch cache replays it), then what
+        // comes; each change once.
+        let replay: Vec<Value> = shared
+            .history
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(rv, _)| *rv > from)
+            .map(|(_, ev)| ev.clone())
+            .collect();
+        let replayed_to = replay.last().map_or(from, rv_of);
+        let live = tokio_stream_of(subscription).filter(move |ev| {
+            let keep = ev["type"] == "BOOKMARK" || rv_of(ev) > replayed_to;
+            async move { keep }
+        });
         let watch_path = path.clone();
         let held_by = shared.clone();
-        let events = tokio_stream_of(subscription).filter_map(move |ev| {
+        let events = futures::stream::iter(replay).chain(live).filter_map(move |ev| {
             let held = held_by.held.lock().unwrap().iter().any(|h| watch_path.contains(h.as_str()));
             let keep = !held && (ev["type"] == "BOOKMARK" || c.holds(&ev["object"]));
             async move { keep.then(|| Ok(Frame::data(Bytes::from(event_line(&ev))))) }
+        });
+        // The API server ends a watch after its timeoutSeconds.
+        let timeout = param("timeoutSeconds").and_then(|t| t.parse::<u64>().ok());
+        let events = events.take_until(async move {
+            match timeout {
+                Some(t) => tokio::time::sleep(std::time::Duration::from_secs(t)).await,
+                None => std::future::pending().await,
+            }
         });
         return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(events))));
     }
@@ -262,4 +326,9 @@ fn event_line(ev: &Value) -> String {
         return format!("{{\"object\":{},\"type\":{}}}\n", ev["object"], ev["type"]);
     }
     format!("{{\"type\":{},\"object\":{}}}\n", ev["type"], ev["object"])
+}
+
+/// The resource version of a change event's object.
+fn rv_of(ev: &Value) -> u64 {
+    ev["object"]["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).unwrap_or(0)
 }

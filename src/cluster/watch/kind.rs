@@ -42,7 +42,7 @@ pub fn loses_events(e: &watcher::Error) -> bool {
 /// lean type `T`. The watch is resumed every `watch_timeout_secs` (its BOOKMARK comes 2 s
 /// before).
 fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) -> KindEvents {
-    let Tuning { recheck_after, watch_timeout_secs } = tuning;
+    let Tuning { recheck_after, watch_timeout_secs, resume_once } = tuning;
     struct State<T: Lean> {
         api: Api<Watched<T>>,
         inner: Option<BoxStream<'static, Result<Step<Item>, watcher::Error>>>,
@@ -74,7 +74,8 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
             }
             let api = st.api.clone();
             let inner = st.inner.get_or_insert_with(|| {
-                let params = Params { page_size: list_page_size(kind), timeout_secs: watch_timeout_secs };
+                let params =
+                    Params { page_size: list_page_size(kind), timeout_secs: watch_timeout_secs, resume_once };
                 list_then_watch(api, params)
                     .backoff(Retry::default())
                     .map(|ev| {
@@ -85,6 +86,7 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
                             Step::Event(Event::Apply(o)) => Step::Event(Event::Apply(Item::from(o))),
                             Step::Event(Event::Delete(o)) => Step::Event(Event::Delete(Item::from(o))),
                             Step::Progress(rv) => Step::Progress(rv),
+                            Step::Interrupted(e) => Step::Interrupted(e),
                         })
                     })
                     .boxed()
@@ -166,6 +168,8 @@ pub struct Tuning {
     pub recheck_after: Duration,
     /// Each watch's `timeoutSeconds` ([`Params::timeout_secs`]).
     pub watch_timeout_secs: u32,
+    /// One failed resumption of a watch is an interruption, not a failure ([`Params::resume_once`]).
+    pub resume_once: bool,
 }
 
 /// One kind's events, parsed into its lean type.

@@ -25,6 +25,11 @@ pub enum Step<K> {
     /// Every change of the kind up to this resource version has been delivered: the list just
     /// completed was read at it, or a watch BOOKMARK carried it.
     Progress(String),
+    /// A watch the API server ended could not be started again ([`Params::resume_once`]); it
+    /// is retried from the same resource version after [`RESUME_RETRY`], so no event is lost,
+    /// but until a BOOKMARK of the resumed watch arrives (after what it replays) the kind is
+    /// not known to be current.
+    Interrupted(kube::Error),
 }
 
 /// How a kind is listed and watched.
@@ -35,7 +40,16 @@ pub struct Params {
     /// The watch's `timeoutSeconds`: the API server ends the watch then and it is resumed. The
     /// API server sends a watch its BOOKMARK 2 s before this deadline (else once a minute).
     pub timeout_secs: u32,
+    /// A watch the API server ended that cannot be started again once is reported as
+    /// [`Step::Interrupted`] and retried, instead of failing: short watches are started again
+    /// every few seconds, and one refused start (a load balancer's hiccup, etcd changing
+    /// leader; kube's client itself retries 429, 503 and 504) should not cost a relist of the
+    /// kind.
+    pub resume_once: bool,
 }
+
+/// How long an interrupted resumption waits before the watch is started again.
+pub const RESUME_RETRY: Duration = Duration::from_millis(500);
 
 /// No line for this long past the watch's own deadline: the connection is taken as dead and
 /// the watch resumed.
@@ -52,11 +66,23 @@ enum Phase<K> {
     Listed {
         rv: String,
         announce: bool,
+        resume: Resume,
     },
     Watching {
         rv: String,
         events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
     },
+}
+
+/// How a watch is (re)started from [`Phase::Listed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Resume {
+    /// After a list, or after a start that failed as an error.
+    Start,
+    /// After the API server ended the watch: one failed start is [`Step::Interrupted`].
+    Resuming,
+    /// Once interrupted: wait until then; another failed start is an error.
+    RetryAt(tokio::time::Instant),
 }
 
 type Out<K> = Result<Step<K>, watcher::Error>;
@@ -94,7 +120,8 @@ where
             }
             if let (None, Some(rv)) = (&cont, &rv) {
                 let rv = rv.clone();
-                return (Some(Ok(Step::Event(Event::InitDone))), Phase::Listed { rv, announce: true });
+                let next = Phase::Listed { rv, announce: true, resume: Resume::Start };
+                return (Some(Ok(Step::Event(Event::InitDone))), next);
             }
             let mut lp = ListParams::default().limit(params.page_size);
             lp.continue_token = cont;
@@ -110,16 +137,24 @@ where
                 Err(e) => (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty),
             }
         }
-        Phase::Listed { rv, announce: true } => {
-            (Some(Ok(Step::Progress(rv.clone()))), Phase::Listed { rv, announce: false })
+        Phase::Listed { rv, announce: true, resume } => {
+            (Some(Ok(Step::Progress(rv.clone()))), Phase::Listed { rv, announce: false, resume })
         }
-        Phase::Listed { rv, announce: false } => {
+        Phase::Listed { rv, announce: false, resume } => {
+            if let Resume::RetryAt(at) = resume {
+                tokio::time::sleep_until(at).await;
+            }
             let wp =
                 WatchParams { timeout: Some(params.timeout_secs), bookmarks: true, ..Default::default() };
             match api.watch(&wp, &rv).await {
                 Ok(events) => (None, Phase::Watching { rv, events: events.boxed() }),
+                Err(e) if resume == Resume::Resuming && params.resume_once && !is_gone(&e) => {
+                    let resume = Resume::RetryAt(tokio::time::Instant::now() + RESUME_RETRY);
+                    (Some(Ok(Step::Interrupted(e))), Phase::Listed { rv, announce: false, resume })
+                }
                 Err(e) => {
-                    (Some(Err(watcher::Error::WatchStartFailed(e))), Phase::Listed { rv, announce: false })
+                    let next = Phase::Listed { rv, announce: false, resume: Resume::Start };
+                    (Some(Err(watcher::Error::WatchStartFailed(e))), next)
                 }
             }
         }
@@ -141,7 +176,7 @@ where
                     (Some(Err(watcher::Error::WatchError(status))), next)
                 }
                 Some(Err(e)) => (Some(Err(watcher::Error::WatchFailed(e))), Phase::Watching { rv, events }),
-                None => (None, Phase::Listed { rv, announce: false }),
+                None => (None, Phase::Listed { rv, announce: false, resume: Resume::Resuming }),
             }
         }
     }
@@ -157,4 +192,9 @@ fn applied<K: Resource>(
         Some(rv) => (Some(Ok(Step::Event(event(o)))), Phase::Watching { rv, events }),
         None => (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty),
     }
+}
+
+/// A `410 Gone`: the resource version is too old to watch from; only a list helps.
+fn is_gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 410)
 }
