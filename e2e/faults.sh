@@ -35,7 +35,7 @@ metric_sum() {
 consistent_reads_from_cache() {
 	local m # read whole first: grep -q would cut kubectl's output short (SIGPIPE, pipefail)
 	m=$(k get --raw /metrics 2>/dev/null) || return 1
-	grep -q '^apiserver_watch_cache_consistent_read_total{.*success="true"' <<<"$m"
+	grep -q '^apiserver_watch_cache_consistent_read_total{fallback="false",.*success="true"' <<<"$m"
 }
 view_stale() { [ "$(metric_sum longhorn_guard_cluster_view_failing_watches)" -gt 0 ]; }
 view_current() { [ "$(metric_sum longhorn_guard_cluster_view_failing_watches)" -eq 0 ]; }

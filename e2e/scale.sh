@@ -255,7 +255,7 @@ t_cpu0=$(now)
 (
 	while :; do
 		curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" |
-			awk '$1 == "longhorn_guard_cluster_view_age_seconds" { print $2 }'
+			awk '$1 == "longhorn_guard_cluster_view_age_seconds" { print $2 }' || true
 		sleep 0.5
 	done
 ) >"$WORK/ages" 2>/dev/null &

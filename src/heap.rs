@@ -1,5 +1,6 @@
 //! Handing freed heap back to the operating system after the few operations that allocate a
-//! lot for a moment: the watch's first sync and its relists, confirmations, check refreshes.
+//! lot for a moment: the watch's first sync and its relists, confirmations, check refreshes
+//! (and once a minute while probes run, [`crate::cluster::probe`]).
 //!
 //! glibc keeps freed memory in its arenas for reuse. After such a burst (a confirmation at
 //! 10,000 volumes parses 11 MB of JSON) that memory stays resident although nothing uses it:

@@ -49,8 +49,9 @@ pub fn parse_version(rv: &str) -> Option<u64> {
 
 impl Proofs {
     /// The kind's watch starts over (a list began, or the watch failed): what it delivered
-    /// before no longer counts until its next list completes. Pending probes stay: the list
-    /// will be at least as new as they are.
+    /// before no longer counts; it counts again from what it delivers next (the completed
+    /// list, or the next event of a watch resumed where it left off: either continues the
+    /// record without a gap). Pending probes stay.
     pub fn restart(&mut self, kind: ObjectKind) {
         self.kinds.entry(kind).or_default().delivered = None;
     }

@@ -269,9 +269,14 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             let tuning = crate::cluster::watch::tuning(probing);
             let watched = crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning);
             let probes = probing.then(|| {
-                crate::cluster::probe::run(client.clone(), view.clone(), args.freshness_probe_interval)
+                crate::cluster::probe::run_supervised(
+                    client.clone(),
+                    view.clone(),
+                    args.freshness_probe_interval,
+                )
             });
-            // One task, so that stopping the watches stops the probes too.
+            // One task, so that stopping the watches stops the probes too (each half restarts
+            // itself after a panic, so neither takes the other down).
             let watches = tokio::spawn(async move {
                 match probes {
                     Some(probes) => drop(tokio::join!(watched, probes)),

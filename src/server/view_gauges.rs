@@ -58,7 +58,7 @@ impl Collector for ViewGauges {
             f.value(age.as_secs_f64())?;
         }
 
-        single(e, "longhorn_guard_cluster_view_failing_watches", "Kinds whose watch failed and is not relisted yet; above 0 the view is stale and drain allows are confirmed with the API server.", MetricType::Gauge, fresh.failing.len() as f64)?;
+        single(e, "longhorn_guard_cluster_view_failing_watches", "Kinds whose watch failed and is not relisted yet (or could not be resumed once and sent no BOOKMARK since); above 0 the view is stale and drain allows are confirmed with the API server.", MetricType::Gauge, fresh.failing.len() as f64)?;
 
         let mut f = family(
             e,

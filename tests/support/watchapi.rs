@@ -41,7 +41,7 @@ struct Shared {
     held: Mutex<Vec<String>>,
     /// Every change event with its resource version, for watches that resume from an older one.
     history: Mutex<Vec<(u64, Value)>>,
-    /// Watch requests whose path contains the first element are refused with a 429 while the
+    /// Watch requests whose path contains the first element are refused with a 500 while the
     /// count lasts.
     refused: Mutex<(String, usize)>,
 }
@@ -135,8 +135,8 @@ impl WatchApi {
         self.bookmark_at(self.shared.rv.load(Ordering::SeqCst));
     }
 
-    /// Sends every open watch a BOOKMARK at `rv`: with an `rv` older than the current one, a
-    /// watch cache that lags behind etcd.
+    /// Sends a BOOKMARK at `rv` to every open watch that started below it: with an `rv` older
+    /// than the current one, a watch cache that lags behind etcd.
     pub fn bookmark_at(&self, rv: u64) {
         let rv = rv.to_string();
         let object = json!({"apiVersion": "v1", "kind": "Bookmark", "metadata": {"resourceVersion": rv}});
@@ -147,6 +147,17 @@ impl WatchApi {
     /// BOOKMARKs stay unsent, the connection open): a stream stalled somewhere on the way.
     pub fn hold(&self, path_part: &str) {
         self.shared.held.lock().unwrap().push(path_part.to_string());
+    }
+
+    /// Watches whose path contains `path_part` deliver again (opened from now on; a held stream
+    /// stays silent until it ends).
+    pub fn release(&self, path_part: &str) {
+        self.shared.held.lock().unwrap().retain(|h| h != path_part);
+    }
+
+    /// Refusals [`WatchApi::refuse_watches`] has yet to give.
+    pub fn refusals_left(&self) -> usize {
+        self.shared.refused.lock().unwrap().1
     }
 
     /// A write elsewhere in etcd (another resource): the resource version moves on, no watch
@@ -162,7 +173,7 @@ impl WatchApi {
 
     /// The next `n` watch requests whose path contains `path_part` are refused with `500
     /// Internal Server Error` (etcd changing leader; kube's client itself retries 429, 503
-    /// and 504).
+    /// and 504, so those would never reach the watch).
     pub fn refuse_watches(&self, path_part: &str, n: usize) {
         *self.shared.refused.lock().unwrap() = (path_part.to_string(), n);
     }
@@ -194,6 +205,8 @@ impl WatchApi {
     }
 
     fn change(&self, mut o: Value, object_first: bool) {
+        // Under the items' lock: a LIST reads its items and their version together.
+        let mut items = self.shared.items.lock().unwrap();
         let rv = self.shared.rv.fetch_add(1, Ordering::SeqCst) + 1;
         o["metadata"]["resourceVersion"] = json!(rv.to_string());
         let same = |a: &Value| {
@@ -202,14 +215,12 @@ impl WatchApi {
                 && a["metadata"]["name"] == o["metadata"]["name"]
         };
         let event = json!({"type": "MODIFIED", "object": o, "objectFirst": object_first});
-        {
-            let mut items = self.shared.items.lock().unwrap();
-            match items.iter_mut().find(|a| same(a)) {
-                Some(slot) => *slot = o.clone(),
-                None => items.push(o.clone()),
-            }
-            self.shared.history.lock().unwrap().push((rv, event.clone()));
+        match items.iter_mut().find(|a| same(a)) {
+            Some(slot) => *slot = o.clone(),
+            None => items.push(o.clone()),
         }
+        self.shared.history.lock().unwrap().push((rv, event.clone()));
+        drop(items);
         let _ = self.shared.events.send(event);
     }
 }
@@ -271,8 +282,10 @@ async fn answer(
             .map(|(_, ev)| ev.clone())
             .collect();
         let replayed_to = replay.last().map_or(from, rv_of);
+        // As the watch cache: nothing at or below the watch's start, no BOOKMARK below what
+        // the watch was sent.
         let live = tokio_stream_of(subscription).filter(move |ev| {
-            let keep = ev["type"] == "BOOKMARK" || rv_of(ev) > replayed_to;
+            let keep = rv_of(ev) > replayed_to;
             async move { keep }
         });
         let watch_path = path.clone();
@@ -294,12 +307,15 @@ async fn answer(
     }
     // The watcher's LIST asks for `resourceVersion=0` (any version); answer at the current one.
     let plain: Vec<&str> = query.split('&').filter(|kv| !kv.starts_with("resourceVersion")).collect();
-    let items = shared.items.lock().unwrap().clone();
+    let (items, rv) = {
+        let items = shared.items.lock().unwrap();
+        (items.clone(), shared.rv.load(Ordering::SeqCst))
+    };
     let delay = *shared.list_delay.lock().unwrap();
     tokio::time::sleep(delay).await;
     Ok(match list(&items, &path, &plain.join("&")) {
         Ok(mut body) => {
-            body["metadata"]["resourceVersion"] = json!(shared.rv.load(Ordering::SeqCst).to_string());
+            body["metadata"]["resourceVersion"] = json!(rv.to_string());
             reply(200, json_body(&body))
         }
         Err(e) => reply(400, json_body(&status(400, "BadRequest", e))),

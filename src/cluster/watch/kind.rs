@@ -108,8 +108,11 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
             };
             match next {
                 Some(Ok(event)) => {
-                    // A resumed watch's BOOKMARK also shows the API server answers again.
-                    let resumed = st.failed_at.take().is_some()
+                    // A resumed watch's BOOKMARK also shows the API server answers again. An
+                    // interruption is no answer: a failing spell goes on through it (else the
+                    // kind, failing since the error, would never be listed again).
+                    let resumed = !matches!(event, Step::Interrupted(_))
+                        && st.failed_at.take().is_some()
                         && matches!(
                             event,
                             Step::Event(Event::Apply(_) | Event::Delete(_)) | Step::Progress(_)

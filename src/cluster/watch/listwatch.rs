@@ -168,7 +168,9 @@ where
                 Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => applied(o, events, Event::Apply),
                 Some(Ok(WatchEvent::Deleted(o))) => applied(o, events, Event::Delete),
                 Some(Ok(WatchEvent::Bookmark(b))) => {
-                    let rv = b.metadata.resource_version;
+                    // The API server sends none at or below the watch's start; should one
+                    // come, the watch still resumes from the newest version it saw.
+                    let rv = newest(rv, b.metadata.resource_version);
                     (Some(Ok(Step::Progress(rv.clone()))), Phase::Watching { rv, events })
                 }
                 Some(Ok(WatchEvent::Error(status))) => {
@@ -197,4 +199,14 @@ fn applied<K: Resource>(
 /// A `410 Gone`: the resource version is too old to watch from; only a list helps.
 fn is_gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 410)
+}
+
+/// The newer of two resource versions where both are numbers ([`crate::cluster::proof::parse_version`]),
+/// else the later one.
+fn newest(had: String, came: String) -> String {
+    use crate::cluster::proof::parse_version;
+    match (parse_version(&had), parse_version(&came)) {
+        (Some(a), Some(b)) if a > b => had,
+        _ => came,
+    }
 }
