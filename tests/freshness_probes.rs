@@ -220,7 +220,14 @@ async fn an_interruption_after_a_watch_error_still_ends_in_a_relist() {
     let guard = Guard::start(&api, Bookmarks::Current).await;
     let watches =
         || api.requests().iter().filter(|q| q.contains("/replicas?") && q.contains("watch=")).count();
+    let lists = || {
+        api.requests()
+            .iter()
+            .filter(|q| q.contains("/replicas?") && !q.contains("watch=") && !q.contains("fieldSelector"))
+            .count()
+    };
     until("the replicas' first watch", || watches() > 0).await;
+    let listed = lists();
     // The next resumption is refused twice: an interruption, then an error (the kind failing
     // until listed again).
     api.refuse_watches("/replicas", 2);
@@ -239,5 +246,7 @@ async fn an_interruption_after_a_watch_error_still_ends_in_a_relist() {
         f.failing.is_empty() && f.is_fresh(std::time::SystemTime::now(), Duration::from_secs(1))
     };
     until("the replicas listed again and the view current", fresh).await;
+    // Only a list ends an error's failing spell.
+    assert!(lists() > listed, "the kind was cleared without a relist: {:#?}", api.requests());
     guard.stop().await;
 }

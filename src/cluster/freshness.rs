@@ -138,7 +138,8 @@ impl ClusterView {
     /// Records a list's or a BOOKMARK's resource version ([`ClusterView::note_delivered`]);
     /// a BOOKMARK ends an interruption ([`ClusterView::note_watch_interrupted`]).
     pub fn note_progress(&mut self, kind: ObjectKind, rv: &str) -> bool {
-        if self.interrupted.remove(&kind) {
+        // Only a version that can be compared says how far the watch came.
+        if super::proof::parse_version(rv).is_some() && self.interrupted.remove(&kind) {
             self.failing.remove(&kind);
         }
         self.note_delivered(kind, rv)

@@ -132,12 +132,18 @@ impl WatchApi {
     /// Sends every open watch a BOOKMARK at the current resource version, as the API server's
     /// watch cache does on its timer once it has caught up (held watches get none).
     pub fn bookmark(&self) {
-        self.bookmark_at(self.shared.rv.load(Ordering::SeqCst));
+        let _order = self.shared.items.lock().unwrap();
+        self.send_bookmark(self.shared.rv.load(Ordering::SeqCst));
     }
 
     /// Sends a BOOKMARK at `rv` to every open watch that started below it: with an `rv` older
     /// than the current one, a watch cache that lags behind etcd.
     pub fn bookmark_at(&self, rv: u64) {
+        let _order = self.shared.items.lock().unwrap();
+        self.send_bookmark(rv);
+    }
+
+    fn send_bookmark(&self, rv: u64) {
         let rv = rv.to_string();
         let object = json!({"apiVersion": "v1", "kind": "Bookmark", "metadata": {"resourceVersion": rv}});
         let _ = self.shared.events.send(json!({"type": "BOOKMARK", "object": object}));
@@ -149,8 +155,8 @@ impl WatchApi {
         self.shared.held.lock().unwrap().push(path_part.to_string());
     }
 
-    /// Watches whose path contains `path_part` deliver again (opened from now on; a held stream
-    /// stays silent until it ends).
+    /// Watches whose path contains `path_part` deliver again, from the next one opened (a held
+    /// stream stays silent until it ends: it lost what it did not send).
     pub fn release(&self, path_part: &str) {
         self.shared.held.lock().unwrap().retain(|h| h != path_part);
     }
@@ -163,6 +169,7 @@ impl WatchApi {
     /// A write elsewhere in etcd (another resource): the resource version moves on, no watch
     /// here gets an event.
     pub fn bump(&self) -> u64 {
+        let _order = self.shared.items.lock().unwrap();
         self.shared.rv.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -220,8 +227,9 @@ impl WatchApi {
             None => items.push(o.clone()),
         }
         self.shared.history.lock().unwrap().push((rv, event.clone()));
-        drop(items);
+        // Sent under the lock too: every watch gets the changes and BOOKMARKs in version order.
         let _ = self.shared.events.send(event);
+        drop(items);
     }
 }
 
@@ -290,9 +298,11 @@ async fn answer(
         });
         let watch_path = path.clone();
         let held_by = shared.clone();
+        // Once held, a stream stays silent (a stream that dropped events must not go on).
+        let mut silenced = false;
         let events = futures::stream::iter(replay).chain(live).filter_map(move |ev| {
-            let held = held_by.held.lock().unwrap().iter().any(|h| watch_path.contains(h.as_str()));
-            let keep = !held && (ev["type"] == "BOOKMARK" || c.holds(&ev["object"]));
+            silenced |= held_by.held.lock().unwrap().iter().any(|h| watch_path.contains(h.as_str()));
+            let keep = !silenced && (ev["type"] == "BOOKMARK" || c.holds(&ev["object"]));
             async move { keep.then(|| Ok(Frame::data(Bytes::from(event_line(&ev))))) }
         });
         // The API server ends a watch after its timeoutSeconds.

@@ -51,6 +51,10 @@ pub struct Params {
 /// How long an interrupted resumption waits before the watch is started again.
 pub const RESUME_RETRY: Duration = Duration::from_millis(500);
 
+/// A watch that ends sooner than this without a line (something on the way that does not
+/// stream) is started again only this long after it opened, not in a tight loop.
+const SHORTEST_WATCH: Duration = Duration::from_secs(1);
+
 /// No line for this long past the watch's own deadline: the connection is taken as dead and
 /// the watch resumed.
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
@@ -71,6 +75,8 @@ enum Phase<K> {
     Watching {
         rv: String,
         events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+        /// When the watch opened, until it sends its first line.
+        silent_since: Option<tokio::time::Instant>,
     },
 }
 
@@ -81,6 +87,8 @@ enum Resume {
     Start,
     /// After the API server ended the watch: one failed start is [`Step::Interrupted`].
     Resuming,
+    /// As [`Resume::Resuming`], from then: the watch ended at once without a line.
+    Paced(tokio::time::Instant),
     /// Once interrupted: wait until then; another failed start is an error.
     RetryAt(tokio::time::Instant),
 }
@@ -141,24 +149,40 @@ where
             (Some(Ok(Step::Progress(rv.clone()))), Phase::Listed { rv, announce: false, resume })
         }
         Phase::Listed { rv, announce: false, resume } => {
-            if let Resume::RetryAt(at) = resume {
-                tokio::time::sleep_until(at).await;
-            }
+            let resume = match resume {
+                Resume::RetryAt(at) => {
+                    tokio::time::sleep_until(at).await;
+                    resume
+                }
+                Resume::Paced(at) => {
+                    tokio::time::sleep_until(at).await;
+                    Resume::Resuming
+                }
+                _ => resume,
+            };
             let wp =
                 WatchParams { timeout: Some(params.timeout_secs), bookmarks: true, ..Default::default() };
             match api.watch(&wp, &rv).await {
-                Ok(events) => (None, Phase::Watching { rv, events: events.boxed() }),
+                Ok(events) => {
+                    let silent_since = Some(tokio::time::Instant::now());
+                    (None, Phase::Watching { rv, events: events.boxed(), silent_since })
+                }
                 Err(e) if resume == Resume::Resuming && params.resume_once && !is_gone(&e) => {
                     let resume = Resume::RetryAt(tokio::time::Instant::now() + RESUME_RETRY);
                     (Some(Ok(Step::Interrupted(e))), Phase::Listed { rv, announce: false, resume })
                 }
                 Err(e) => {
-                    let next = Phase::Listed { rv, announce: false, resume: Resume::Start };
+                    // A 410: the version is gone for good, only a list helps.
+                    let next = if is_gone(&e) {
+                        Phase::Empty
+                    } else {
+                        Phase::Listed { rv, announce: false, resume: Resume::Start }
+                    };
                     (Some(Err(watcher::Error::WatchStartFailed(e))), next)
                 }
             }
         }
-        Phase::Watching { rv, mut events } => {
+        Phase::Watching { rv, mut events, silent_since } => {
             let idle = Duration::from_secs(params.timeout_secs.into()) + IDLE_MARGIN;
             let next = tokio::time::timeout(idle, events.next()).await.unwrap_or_else(|_| {
                 tracing::debug!("watch idle past its deadline; resuming it");
@@ -171,14 +195,27 @@ where
                     // The API server sends none at or below the watch's start; should one
                     // come, the watch still resumes from the newest version it saw.
                     let rv = newest(rv, b.metadata.resource_version);
-                    (Some(Ok(Step::Progress(rv.clone()))), Phase::Watching { rv, events })
+                    (Some(Ok(Step::Progress(rv.clone()))), Phase::Watching { rv, events, silent_since: None })
                 }
                 Some(Ok(WatchEvent::Error(status))) => {
-                    let next = if status.code == 410 { Phase::Empty } else { Phase::Watching { rv, events } };
+                    let next = if status.code == 410 {
+                        Phase::Empty
+                    } else {
+                        Phase::Watching { rv, events, silent_since: None }
+                    };
                     (Some(Err(watcher::Error::WatchError(status))), next)
                 }
-                Some(Err(e)) => (Some(Err(watcher::Error::WatchFailed(e))), Phase::Watching { rv, events }),
-                None => (None, Phase::Listed { rv, announce: false, resume: Resume::Resuming }),
+                Some(Err(e)) => (
+                    Some(Err(watcher::Error::WatchFailed(e))),
+                    Phase::Watching { rv, events, silent_since: None },
+                ),
+                None => {
+                    let resume = match silent_since {
+                        Some(t) if t.elapsed() < SHORTEST_WATCH => Resume::Paced(t + SHORTEST_WATCH),
+                        _ => Resume::Resuming,
+                    };
+                    (None, Phase::Listed { rv, announce: false, resume })
+                }
             }
         }
     }
@@ -191,7 +228,7 @@ fn applied<K: Resource>(
     event: fn(K) -> Event<K>,
 ) -> (Option<Out<K>>, Phase<K>) {
     match o.meta().resource_version.clone().filter(|rv| !rv.is_empty()) {
-        Some(rv) => (Some(Ok(Step::Event(event(o)))), Phase::Watching { rv, events }),
+        Some(rv) => (Some(Ok(Step::Event(event(o)))), Phase::Watching { rv, events, silent_since: None }),
         None => (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty),
     }
 }
@@ -201,12 +238,30 @@ fn is_gone(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 410)
 }
 
-/// The newer of two resource versions where both are numbers ([`crate::cluster::proof::parse_version`]),
+/// The newer of two resource versions where both are numbers ([`crate::cluster::proof::parse_version`]);
+/// a number over anything else (an empty version would resume "from now", losing deletes);
 /// else the later one.
 fn newest(had: String, came: String) -> String {
     use crate::cluster::proof::parse_version;
     match (parse_version(&had), parse_version(&came)) {
         (Some(a), Some(b)) if a > b => had,
+        (Some(_), None) => had,
         _ => came,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::newest;
+
+    #[test]
+    fn a_watch_resumes_from_the_newest_version_it_saw_and_never_from_an_unreadable_one() {
+        let n = |a: &str, b: &str| newest(a.to_string(), b.to_string());
+        assert_eq!(n("10", "12"), "12");
+        assert_eq!(n("12", "10"), "12", "an older BOOKMARK does not move the watch back");
+        assert_eq!(n("12", ""), "12", "an empty version would resume from now, losing deletes");
+        assert_eq!(n("12", "x"), "12");
+        assert_eq!(n("", "12"), "12");
+        assert_eq!(n("a", "b"), "b", "neither a number: the later one, as the API server sent it");
     }
 }
