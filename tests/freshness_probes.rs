@@ -12,7 +12,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::{confirm, probe, stats, watch, ClusterView, ObjectKind, SharedView, Source};
@@ -22,19 +22,10 @@ use serde_json::json;
 use support::watchapi::WatchApi;
 use support::*;
 
-const WAIT: Duration = Duration::from_secs(40);
 /// 4 nodes, 12 volumes: node 3 holds replicas and no engine (its eviction is safe). Volume 3
 /// has its replicas on nodes 3, 0 and 1.
 const STORAGE_NODE: usize = 3;
 const VICTIM: usize = 3;
-
-async fn until(what: &str, done: impl Fn() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < WAIT, "gave up waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
 
 struct Guard {
     server: TestServer,
@@ -104,6 +95,17 @@ impl Guard {
         self.server.handle.shutdown();
         assert!(self.server.handle.stopped().await);
     }
+}
+
+/// Lists of the replicas `api` got so far (the watch's lists: neither a watch nor a probe).
+fn replica_lists(api: &WatchApi) -> usize {
+    let list = |q: &String| q.contains("/replicas?") && !q.contains("watch=") && !q.contains("fieldSelector");
+    api.requests().iter().filter(|q| list(q)).count()
+}
+
+/// Watches of the replicas `api` got so far (started and refused alike).
+fn replica_watches(api: &WatchApi) -> usize {
+    api.requests().iter().filter(|q| q.contains("/replicas?") && q.contains("watch=")).count()
 }
 
 async fn cluster() -> (Synthetic, Arc<WatchApi>) {
@@ -184,14 +186,7 @@ async fn bookmarks_of_a_watch_cache_lagging_behind_etcd_prove_only_as_much_as_th
 async fn a_refused_resumption_is_an_interruption_that_the_next_bookmark_ends_without_a_relist() {
     let (s, api) = cluster().await;
     let guard = Guard::start(&api, Bookmarks::Current).await;
-    let lists_of_replicas = || {
-        api.requests()
-            .iter()
-            .filter(|q| q.contains("/replicas?") && !q.contains("watch=") && !q.contains("fieldSelector"))
-            .count()
-    };
-    let watches =
-        || api.requests().iter().filter(|q| q.contains("/replicas?") && q.contains("watch=")).count();
+    let (lists_of_replicas, watches) = (|| replica_lists(&api), || replica_watches(&api));
     // The replicas' first watch has started, so the next is a resumption (after its 3 s).
     until("the replicas' first watch", || watches() > 0).await;
     let listed = lists_of_replicas();
@@ -218,14 +213,7 @@ async fn a_refused_resumption_is_an_interruption_that_the_next_bookmark_ends_wit
 async fn an_interruption_after_a_watch_error_still_ends_in_a_relist() {
     let (_s, api) = cluster().await;
     let guard = Guard::start(&api, Bookmarks::Current).await;
-    let watches =
-        || api.requests().iter().filter(|q| q.contains("/replicas?") && q.contains("watch=")).count();
-    let lists = || {
-        api.requests()
-            .iter()
-            .filter(|q| q.contains("/replicas?") && !q.contains("watch=") && !q.contains("fieldSelector"))
-            .count()
-    };
+    let (lists, watches) = (|| replica_lists(&api), || replica_watches(&api));
     until("the replicas' first watch", || watches() > 0).await;
     let listed = lists();
     // The next resumption is refused twice: an interruption, then an error (the kind failing

@@ -13,7 +13,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::stats::{self, WatchFault};
@@ -23,9 +23,6 @@ use longhorn_guard::synthetic::{Group, Synthetic};
 use serde_json::{json, Value};
 use support::watchapi::WatchApi;
 use support::*;
-
-/// Bound of every wait below: generous, the waits end as soon as their condition holds.
-const WAIT: Duration = Duration::from_secs(40);
 
 /// 4 nodes, 12 volumes: node 3 holds replicas and no engine (its eviction is safe), node 0
 /// runs engines (its eviction is not). Volume 3 has its replicas on nodes 3, 0 and 1.
@@ -37,14 +34,6 @@ fn cluster() -> (Synthetic, Vec<Value>) {
 
 const STORAGE_NODE: usize = 3;
 const VICTIM: usize = 3;
-
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !done() {
-        assert!(t0.elapsed() < WAIT, "gave up waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 /// longhorn-guard in watch mode against `api`: the watches, the confirmer and the HTTPS server.
 struct Guard {

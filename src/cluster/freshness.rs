@@ -145,8 +145,8 @@ impl ClusterView {
         self.note_delivered(kind, rv)
     }
 
-    /// Records that the watch of `kind` starts a list: what it delivered before proves nothing
-    /// until the list completes ([`super::proof`]).
+    /// Records that the watch of `kind` starts a list: what it delivered before no longer
+    /// counts; the completed list counts again ([`super::proof`]).
     pub fn note_list_started(&mut self, kind: ObjectKind) {
         self.proofs.restart(kind);
     }
@@ -156,16 +156,18 @@ impl ClusterView {
     /// probe's sending ([`super::proof`]); true when one did.
     pub fn note_delivered(&mut self, kind: ObjectKind, rv: &str) -> bool {
         let proven = self.proofs.delivered(kind, rv);
-        if let Some(p) = proven {
-            self.touch_kind_at(kind, p.wall, p.mono);
-        }
-        proven.is_some()
+        self.touch_proven(kind, proven)
     }
 
     /// Records a probe of `kind`: a consistent read sent at `wall`/`mono` that returned list
     /// resource version `rv` ([`super::proof`]); true when the watch has already delivered it.
     pub fn note_probe(&mut self, kind: ObjectKind, rv: &str, wall: SystemTime, mono: Instant) -> bool {
         let proven = self.proofs.probed(kind, rv, wall, mono);
+        self.touch_proven(kind, proven)
+    }
+
+    /// Makes `kind` as new as the probe just `proven` (if any, then true).
+    fn touch_proven(&mut self, kind: ObjectKind, proven: Option<super::proof::Probe>) -> bool {
         if let Some(p) = proven {
             self.touch_kind_at(kind, p.wall, p.mono);
         }

@@ -150,9 +150,7 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
         let event = match event {
             Step::Event(e) => e,
             Step::Progress(rv) => {
-                if view.update(|v| v.note_progress(kind, &rv)) {
-                    stats::global().proof(kind);
-                }
+                count_proof(kind, view.update(|v| v.note_progress(kind, &rv)));
                 continue;
             }
             Step::Interrupted(e) => {
@@ -215,7 +213,8 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                 }
             }
             // A kind whose watch failed stays failing through the events of its resumed watch
-            // (the replay of what it missed has no end marker) until its list completes.
+            // (the replay of what it missed has no end marker) until its list completes; one
+            // only interrupted, until the resumed watch's first BOOKMARK (its end marker).
             Event::Apply(item) => {
                 let rv = item.resource_version.clone().unwrap_or_default();
                 let proven = match readable(kind, item) {
@@ -230,9 +229,7 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                         v.note_delivered(kind, &rv)
                     }),
                 };
-                if proven {
-                    stats::global().proof(kind);
-                }
+                count_proof(kind, proven);
             }
             Event::Delete(item) => {
                 let proven = view.update(|v| {
@@ -240,11 +237,16 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                     v.touch_kind(kind, now);
                     v.note_delivered(kind, item.resource_version.as_deref().unwrap_or_default())
                 });
-                if proven {
-                    stats::global().proof(kind);
-                }
+                count_proof(kind, proven);
             }
         }
+    }
+}
+
+/// Counts a probe of `kind` that the watch just proved (`longhorn_guard_freshness_proofs_total`).
+fn count_proof(kind: ObjectKind, proven: bool) {
+    if proven {
+        stats::global().proof(kind);
     }
 }
 

@@ -271,3 +271,15 @@ pub async fn evict_pod(server: &TestServer, name: &str) -> serde_json::Value {
     assert_review(&review, &uid_of(&body), "eviction");
     review["response"].clone()
 }
+
+/// How long [`until`] waits: generous, the waits end as soon as their condition holds.
+pub const WAIT: Duration = Duration::from_secs(40);
+
+/// Polls `done` every 10 ms until it holds; fails the test naming `what` after [`WAIT`].
+pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < WAIT, "gave up waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
