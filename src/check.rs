@@ -1,10 +1,13 @@
 //! `longhorn-guard check drain NODE`: the drain computation as a preflight report.
 //!
 //! The same [`analyze_node`] the webhook uses, against a snapshot (`--state`) or the live
-//! cluster (the confirmer's consistent reads). Exit 0: a drain would proceed; 1: it would
-//! block; 2: bad input (unreadable file, unknown node, unreachable cluster).
+//! cluster (the confirmer's consistent reads), and the drain doctor ([`drain`]): the
+//! disruption budgets and pods that keep `kubectl drain` from finishing. Exit 0: a drain would
+//! proceed; 1: it would block; 2: bad input (unreadable file, unknown node, unreachable
+//! cluster).
 
 pub mod cluster;
+pub mod drain;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +33,19 @@ pub struct DrainArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub output: CheckOutput,
+    /// The `kubectl drain --timeout` the drain will run with: pods whose
+    /// terminationGracePeriodSeconds is longer are reported as never going.
+    #[arg(long, value_name = "DURATION", value_parser = drain_duration)]
+    pub drain_timeout: Option<std::time::Duration>,
+}
+
+/// A duration flag (`90s`, `10m`, `1h`): more than zero, at most 24 h.
+fn drain_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("not a duration (e.g. 90s, 10m): {e}"))?;
+    if d.is_zero() || d > std::time::Duration::from_secs(24 * 3600) {
+        return Err("must be more than 0 and at most 24h".into());
+    }
+    Ok(d)
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -44,16 +60,20 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return bad_input(&format!("policy: {e}")),
     };
-    let view = match &args.state {
-        Some(path) => match snapshot::load(path) {
+    let node = args.node.as_str();
+    let (view, scene) = match &args.state {
+        Some(path) => match snapshot::load_observing(path, drain::Scene::default, |s, v| s.take(node, v)) {
             Ok(v) => v,
             Err(e) => return bad_input(&format!("state: {e}")),
         },
-        None => match live_view(&args.node).await {
+        None => match live_view(node).await {
             Ok(v) => v,
             Err(e) => return bad_input(&e),
         },
     };
+    if let Some(first) = scene.unreadable.first() {
+        return bad_input(&format!("cannot read {first}"));
+    }
     if view.node(&args.node).is_none() && view.longhorn_node(&args.node).is_none() {
         let mut known: Vec<&str> = view.longhorn_nodes().filter_map(|n| n.metadata.name.as_deref()).collect();
         known.sort_unstable();
@@ -65,32 +85,39 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
             if known.is_empty() { String::new() } else { format!(" (known nodes: {})", known.join(", ")) };
         return bad_input(&format!("node {} is not in {source}{hint}", args.node));
     }
-    let analysis = analyze_node(&view, &args.node, &policy, SystemTime::now());
+    let now = SystemTime::now();
+    let analysis = analyze_node(&view, node, &policy, now);
+    let opts = drain::Options { drain_timeout: args.drain_timeout };
+    let diagnosis = drain::diagnose(&view, &analysis, &scene, opts, now);
     let text = match args.output {
-        CheckOutput::Table => render_table(&analysis),
+        CheckOutput::Table => render_table(&analysis) + &drain::render::table(node, &diagnosis),
         CheckOutput::Json => {
-            format!("{}\n", serde_json::to_string_pretty(&render_json(&analysis)).unwrap_or_default())
+            let json = render_json_with(&analysis, &diagnosis);
+            format!("{}\n", serde_json::to_string_pretty(&json).unwrap_or_default())
         }
     };
     if let Err(e) = crate::output::stdout(&text) {
         return bad_input(&e);
     }
-    if analysis.would_block() {
+    if analysis.would_block() || diagnosis.blocks() {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
 }
 
-async fn live_view(node: &str) -> Result<ClusterView, String> {
+async fn live_view(node: &str) -> Result<(ClusterView, drain::Scene), String> {
     let client = crate::cluster::client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
     let within = crate::cluster::client::READ_TIMEOUT;
-    tokio::time::timeout(within, confirm::read_node_state(&client, node))
-        .await
-        .map_err(|_| format!("cluster: the API server did not answer within {}s", within.as_secs()))?
-        .map_err(|e| format!("cluster: {e}"))
+    let view = async {
+        tokio::time::timeout(within, confirm::read_node_state(&client, node))
+            .await
+            .map_err(|_| format!("cluster: the API server did not answer within {}s", within.as_secs()))?
+            .map_err(|e| format!("cluster: {e}"))
+    };
+    futures::try_join!(view, drain::live::read_scene(&client, node))
 }
 
 fn bad_input(msg: &str) -> ExitCode {
@@ -107,6 +134,18 @@ pub fn render_json(a: &NodeAnalysis) -> serde_json::Value {
         "volumes": a.volumes,
         "unmappedInstances": a.unmapped_instances,
     })
+}
+
+/// [`render_json`] with the doctor's findings (`findings`, `kubectlDrain`, `podsRead`,
+/// `podDisruptionBudgetsRead`); `drain` is `block` when either blocks.
+pub fn render_json_with(a: &NodeAnalysis, d: &drain::Diagnosis) -> serde_json::Value {
+    let mut v = render_json(a);
+    v["drain"] = json!(if a.would_block() || d.blocks() { "block" } else { "proceed" });
+    v["findings"] = json!(d.findings);
+    v["kubectlDrain"] = json!(d.kubectl_drain);
+    v["podsRead"] = json!(d.pods_read);
+    v["podDisruptionBudgetsRead"] = json!(d.budgets_read);
+    v
 }
 
 /// The table: VOLUME, REPLICAS (node:state, `unscheduled:state` without a node), PROTECTING

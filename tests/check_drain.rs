@@ -2,34 +2,23 @@
 //! `shared/fixtures/cluster/snapshot-three-nodes.json` plus a v2 volume, vol-v2, with SPDK
 //! instance managers).
 
+mod support;
+
 use std::process::Command;
 
 use serde_json::Value;
+use support::check_drain as check;
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml");
 const FIXTURE_JSON: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
-
-fn check(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
-        .args(["check", "drain"])
-        .args(args)
-        .env("LONGHORN_GUARD_LOG", "warn")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 #[test]
 fn node_3_would_drain() {
     let (code, out, err) = check(&["node-3", "--state", DEMO]);
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(lines.len(), 8, "{out}");
     assert!(lines[0].starts_with("VOLUME       REPLICAS"), "{out}");
     for col in ["VOLUME", "REPLICAS", "PROTECTING", "VERDICT", "REASON"] {
         assert!(lines[0].contains(col), "{out}");
@@ -43,6 +32,16 @@ fn node_3_would_drain() {
         "vol-v2       node-3:RW,node-1:RW            node-1:RW            safe     protected by healthy replica on node-1"
     );
     assert_eq!(lines[3], "node-3: a drain would proceed (2 volumes checked, none blocking)");
+    // The doctor's part (tests/drain_doctor.rs): the demo holds no disruption budget.
+    assert_eq!(
+        lines[4..],
+        [
+            "node-3: beyond longhorn-guard's verdicts (2 pods on node-3, 0 PodDisruptionBudgets read):",
+            "nothing else: no disruption budget refuses a pod on the node, kubectl drain refuses no pod",
+            "node-3: drain with: kubectl drain node-3",
+            "node-3: nothing beyond longhorn-guard's verdicts blocks",
+        ]
+    );
 }
 
 #[test]
@@ -51,13 +50,13 @@ fn node_1_and_node_2_would_block() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("vol-degraded  node-1:RW,node-2:WO(0%,stalled)  -"), "{out}");
     assert!(out.contains("vol-v2        node-1:RW,node-3:RW              -           block    attached to node-1 (engine and engine frontend running)"), "{out}");
-    assert!(out.ends_with("node-1: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
+    assert!(out.contains("\nnode-1: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
 
     let (code, out, _) = check(&["node-2", "--state", FIXTURE_JSON]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("vol-detached  node-2:stopped"), "{out}");
     assert!(out.contains("block    1 replica (numberOfReplicas=1)"), "{out}");
-    assert!(out.ends_with("node-2: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
+    assert!(out.contains("\nnode-2: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
 }
 
 #[test]
@@ -156,7 +155,7 @@ fn policy_relaxes_stopped_replicas() {
     assert!(line.ends_with(
         "replica on node-2 is stopped and the volume detached (drain.protectStoppedReplicas: false)"
     ));
-    assert!(out.ends_with("node-2: a drain would BLOCK on 1 of 3 volumes\n"), "{out}");
+    assert!(out.contains("\nnode-2: a drain would BLOCK on 1 of 3 volumes\n"), "{out}");
 }
 
 #[test]

@@ -220,6 +220,8 @@ pub fn collection(path: &str) -> Result<Collection, String> {
         ("longhorn.io/v1beta2", "recurringjobs") => "RecurringJob",
         ("longhorn.io/v1beta2", "snapshots") => "Snapshot",
         ("storage.k8s.io/v1", "storageclasses") => "StorageClass",
+        // What only `check drain`'s doctor reads.
+        ("policy/v1", "poddisruptionbudgets") => "PodDisruptionBudget",
         _ => return Err(format!("unexpected resource {path}")),
     };
     Ok(Collection { api, namespace, kind })
@@ -241,7 +243,7 @@ pub fn respond(items: &[Value], path: &str, query: &str, accept: Option<&str>) -
 }
 
 /// A LIST answer (resourceVersion `999`) from `items`, narrowed by the query's label and
-/// `metadata.name` field selectors; a `resourceVersion` in the query is an error (confirmation
+/// `metadata.name` / `spec.nodeName` field selectors; a `resourceVersion` in the query is an error (confirmation
 /// reads must be consistent reads).
 pub fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
     let c = collection(path)?;
@@ -263,7 +265,11 @@ pub fn list(items: &[Value], path: &str, query: &str) -> Result<Value, String> {
         .filter(|o| c.holds(o))
         .filter(|o| labels.iter().all(|r| r.matches(o["metadata"]["labels"][&r.key].as_str())))
         .filter(|o| {
-            fields.iter().all(|r| r.key == "metadata.name" && r.matches(o["metadata"]["name"].as_str()))
+            fields.iter().all(|r| match r.key.as_str() {
+                "metadata.name" => r.matches(o["metadata"]["name"].as_str()),
+                "spec.nodeName" => r.matches(o["spec"]["nodeName"].as_str()),
+                _ => false,
+            })
         })
         .cloned()
         .collect();

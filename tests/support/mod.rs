@@ -283,3 +283,33 @@ pub async fn until(what: &str, mut done: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Writes a kubeconfig in `dir` for the stand-in API server at `addr` trusting `ca` (no
+/// credentials), for running the binary against it; returns its path.
+pub fn kubeconfig(dir: &Path, addr: SocketAddr, ca: &Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: stand-in\n  cluster:\n    server: https://127.0.0.1:{}\n    \
+         certificate-authority: {}\ncontexts:\n- name: stand-in\n  context:\n    cluster: stand-in\n    user: none\n\
+         current-context: stand-in\nusers:\n- name: none\n  user: {{}}\n",
+        addr.port(),
+        ca.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs `longhorn-guard check drain ARGS` (warnings only on stderr): exit code, stdout, stderr.
+pub fn check_drain(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+        .args(["check", "drain"])
+        .args(args)
+        .env("LONGHORN_GUARD_LOG", "warn")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}

@@ -1,0 +1,170 @@
+//! Longhorn's instance-manager PodDisruptionBudgets: which the guard's analysis needs and which
+//! are stale, with what Longhorn itself does about them.
+//!
+//! Longhorn (longhorn-manager `controller/instance_manager_controller.go`,
+//! `syncInstanceManagerPDB`) names the budget after its instance manager, selects the
+//! instance-manager pod by its labels (`longhorn.io/component=instance-manager`,
+//! `longhorn.io/node`, ...) with `minAvailable: 1`, so it refuses every eviction of that pod.
+//! On each reconcile of an instance manager it first deletes every such budget whose instance
+//! manager no longer exists (`cleanUpPDBForNonExistingIM`); then, only while the instance
+//! manager is `running`: on a cordoned node it deletes the budget once
+//! `canDeleteInstanceManagerPDB` passes (no engine left on the node's instance managers, and,
+//! under `node-drain-policy`, each replica on the node has a healthy replica under a budget on
+//! another node or never started), on a schedulable node it creates the budget if missing.
+//! An instance manager that is not running leaves its budget as it is.
+
+use std::collections::BTreeSet;
+
+use crate::cluster::{
+    ClusterView, InstanceManager, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
+};
+use crate::policy::drain::{volume_of_engine_name, NodeAnalysis};
+
+use super::budgets::Budget;
+
+/// The label Longhorn's budget selects the instance manager's node by.
+const NODE_LABEL: &str = "longhorn.io/node";
+
+/// Where Longhorn's handling of these budgets is, for messages.
+pub const SOURCE: &str = "longhorn-manager controller/instance_manager_controller.go";
+
+/// True for a budget Longhorn made for an instance manager (as Longhorn's own clean-up tells
+/// them: in its namespace, selecting `longhorn.io/component=instance-manager`).
+pub fn is_instance_manager_budget(b: &Budget) -> bool {
+    b.namespace == LONGHORN_NAMESPACE && b.match_label(COMPONENT_LABEL) == Some(INSTANCE_MANAGER_COMPONENT)
+}
+
+/// The node an instance-manager budget protects: its instance manager's, else its selector's.
+pub fn node_of<'a>(view: &'a ClusterView, b: &'a Budget) -> Option<&'a str> {
+    view.instance_manager(&b.name).map(|im| im.spec.node_id.as_str()).or_else(|| b.match_label(NODE_LABEL))
+}
+
+/// What an instance-manager budget is to the drain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Volumes the guard's analysis blocks on have a replica or engine in its instance manager.
+    Needed(Vec<String>),
+    /// Nothing the analysis blocks on needs it; why, and whether Longhorn will remove it.
+    Stale(Stale),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stale {
+    /// No InstanceManager of that name.
+    InstanceManagerGone,
+    /// The instance manager's `status.currentState` is not `running`.
+    NotRunning(String),
+    /// Running on a node not yet cordoned: Longhorn keeps it until the cordon.
+    UntilCordon,
+    /// Running on a cordoned node, and still there.
+    Kept,
+}
+
+/// The volumes whose replicas or engines the instance manager runs.
+fn volumes_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
+    let name = im.metadata.name.as_deref().unwrap_or("");
+    let mut out: BTreeSet<String> =
+        view.replicas_using_instance_manager(name).filter_map(|r| r.volume()).map(str::to_string).collect();
+    let engines = im.status.instance_engines.keys().chain(im.status.instance_engine_frontends.keys());
+    for e in engines {
+        let volume = view.engine(e).and_then(|e| e.volume()).or_else(|| volume_of_engine_name(e));
+        out.extend(volume.map(str::to_string));
+    }
+    for r in im.status.instance_replicas.keys() {
+        out.extend(view.replica(r).and_then(|r| r.volume()).map(str::to_string));
+    }
+    out
+}
+
+/// The budget's role for a drain of `node` under `analysis`.
+pub fn role(view: &ClusterView, b: &Budget, node: &str, analysis: &NodeAnalysis) -> Role {
+    let Some(im) = view.instance_manager(&b.name) else { return Role::Stale(Stale::InstanceManagerGone) };
+    let blocking: BTreeSet<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
+    let mut needed: Vec<String> =
+        volumes_in(view, im).into_iter().filter(|v| blocking.contains(v.as_str())).collect();
+    if analysis.blocking_unmapped().any(|u| u.instance_manager == b.name) {
+        needed.push(format!("entries no known volume owns in {}", b.name));
+    }
+    if !needed.is_empty() {
+        return Role::Needed(needed);
+    }
+    let state = im.status.current_state.as_str();
+    if state != "running" {
+        return Role::Stale(Stale::NotRunning(if state.is_empty() { "unknown" } else { state }.to_string()));
+    }
+    if view.is_node_cordoned(node) == Some(true) {
+        Role::Stale(Stale::Kept)
+    } else {
+        Role::Stale(Stale::UntilCordon)
+    }
+}
+
+/// A stable id, whether it blocks (given that it refuses an eviction now), the reason and the
+/// remedy for a budget of `role`.
+pub fn explain(b: &Budget, node: &str, role: &Role) -> (&'static str, bool, String, String) {
+    let delete = format!("kubectl -n {LONGHORN_NAMESPACE} delete pdb {}", b.name);
+    let safe = format!(
+        "{delete} is safe: longhorn-guard's analysis finds no volume that needs instance manager {} \
+         (Longhorn creates the budget again when that instance manager runs on a schedulable node)",
+        b.name
+    );
+    match role {
+        Role::Needed(volumes) => (
+            "longhorn-pdb-needed",
+            true,
+            format!(
+                "Longhorn's budget for instance manager {}, needed: it runs replicas or engines of {}, which block the drain (verdicts above)",
+                b.name,
+                volumes.join(", ")
+            ),
+            "do not delete it: once those volumes are protected elsewhere, Longhorn deletes it on the cordoned node \
+             (canDeleteInstanceManagerPDB)"
+                .into(),
+        ),
+        Role::Stale(Stale::InstanceManagerGone) => (
+            "longhorn-pdb-stale",
+            true,
+            format!(
+                "Longhorn's budget for instance manager {}, stale: that instance manager is gone; Longhorn deletes such \
+                 budgets when it next reconciles an instance manager (cleanUpPDBForNonExistingIM, {SOURCE})",
+                b.name
+            ),
+            format!("{delete} is safe: nothing it protected exists"),
+        ),
+        Role::Stale(Stale::NotRunning(state)) => (
+            "longhorn-pdb-stale",
+            true,
+            format!(
+                "Longhorn's budget for instance manager {}, stale: no replica or engine on {node} needs it, and the \
+                 instance manager is {state}: Longhorn leaves the budget of an instance manager that is not running \
+                 as it is (syncInstanceManagerPDB, {SOURCE}), so it stays",
+                b.name
+            ),
+            safe,
+        ),
+        Role::Stale(Stale::UntilCordon) => (
+            "longhorn-pdb-until-cordon",
+            false,
+            format!(
+                "Longhorn's budget for instance manager {}, not needed: no replica or engine on {node} needs it; \
+                 Longhorn keeps it while {node} is schedulable and deletes it once the node is cordoned \
+                 (kubectl drain cordons first; canDeleteInstanceManagerPDB, {SOURCE})",
+                b.name
+            ),
+            format!("none needed; if it is still there after the cordon, {safe}"),
+        ),
+        Role::Stale(Stale::Kept) => (
+            "longhorn-pdb-stale",
+            true,
+            format!(
+                "Longhorn's budget for instance manager {}, stale: no replica or engine on {node} needs it, yet it is \
+                 still there on the cordoned node; Longhorn deletes it only when canDeleteInstanceManagerPDB passes \
+                 ({SOURCE}): no engine on the node's instance managers, and under node-drain-policy each replica on \
+                 the node has a healthy replica under a budget on another node; is the longhorn-manager pod on {node} \
+                 running?",
+                b.name
+            ),
+            safe,
+        ),
+    }
+}
