@@ -22,8 +22,20 @@ use crate::policy::Policy;
 /// Arguments of `longhorn-guard check drain`.
 #[derive(Debug, clap::Args)]
 pub struct DrainArgs {
-    /// The node to check.
-    pub node: String,
+    /// The node to check (not with --all).
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub node: Option<String>,
+    /// A maintenance plan over every Longhorn node instead of one node: which can be drained
+    /// now one at a time, which together (greedy batch), what the rest wait for.
+    #[arg(long)]
+    pub all: bool,
+    /// Wait until nothing of longhorn-guard's blocks a drain of NODE (live cluster only, from
+    /// watches; never writes).
+    #[arg(long, conflicts_with_all = ["state", "all"])]
+    pub wait: bool,
+    /// With --wait: give up after this long (exit 1).
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = drain_duration)]
+    pub timeout: Option<std::time::Duration>,
     /// Cluster snapshot; without it the live cluster is read (KUBECONFIG or in-cluster).
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
@@ -60,7 +72,13 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return bad_input(&format!("policy: {e}")),
     };
-    let node = args.node.as_str();
+    if args.all {
+        return run_plan(&args, &policy).await;
+    }
+    let node = args.node.as_deref().unwrap_or_default();
+    if args.wait {
+        return drain::wait::run(node, &policy, args.timeout).await;
+    }
     let (view, scene) = match &args.state {
         Some(path) => match snapshot::load_observing(path, drain::Scene::default, |s, v| s.take(node, v)) {
             Ok(v) => v,
@@ -74,7 +92,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     if let Some(first) = scene.unreadable.first() {
         return bad_input(&format!("cannot read {first}"));
     }
-    if view.node(&args.node).is_none() && view.longhorn_node(&args.node).is_none() {
+    if view.node(node).is_none() && view.longhorn_node(node).is_none() {
         let mut known: Vec<&str> = view.longhorn_nodes().filter_map(|n| n.metadata.name.as_deref()).collect();
         known.sort_unstable();
         let source = match &args.state {
@@ -83,7 +101,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         };
         let hint =
             if known.is_empty() { String::new() } else { format!(" (known nodes: {})", known.join(", ")) };
-        return bad_input(&format!("node {} is not in {source}{hint}", args.node));
+        return bad_input(&format!("node {node} is not in {source}{hint}"));
     }
     let now = SystemTime::now();
     let analysis = analyze_node(&view, node, &policy, now);
@@ -103,6 +121,34 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `check drain --all`: exit 0 when every node can be drained now (one at a time), 1 when some
+/// node waits, 2 on bad input.
+async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
+    let view = match &args.state {
+        Some(path) => match snapshot::load(path) {
+            Ok(v) => v,
+            Err(e) => return bad_input(&format!("state: {e}")),
+        },
+        None => match cluster::live::read().await {
+            Ok((_, v)) => v,
+            Err(e) => return bad_input(&format!("cluster: {e}")),
+        },
+    };
+    let plan = drain::plan::plan(&view, policy, SystemTime::now());
+    let text = match args.output {
+        CheckOutput::Table => drain::plan::table(&plan),
+        CheckOutput::Json => format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()),
+    };
+    if let Err(e) = crate::output::stdout(&text) {
+        return bad_input(&e);
+    }
+    if plan.nodes.iter().all(|n| n.drainable_now) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

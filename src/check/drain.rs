@@ -6,9 +6,11 @@
 pub mod budgets;
 pub mod live;
 pub mod longhorn;
+pub mod plan;
 pub mod pods;
 pub mod render;
 pub mod selector;
+pub mod wait;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};

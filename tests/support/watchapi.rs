@@ -118,7 +118,7 @@ impl WatchApi {
         longhorn_guard::cluster::client::build(config).unwrap()
     }
 
-    /// Every request so far as `path?query`.
+    /// Every request so far as `path?query` (`METHOD path?query` for any but a GET).
     pub fn requests(&self) -> Vec<String> {
         self.shared.requests.lock().unwrap().clone()
     }
@@ -250,7 +250,10 @@ async fn answer(
     // Subscribed before the request is recorded: a test that saw a watch request arrive may
     // change an object at once and count on the event.
     let subscription = shared.events.subscribe();
-    shared.requests.lock().unwrap().push(format!("{path}?{query}"));
+    // Reads as `path?query`; anything else as `METHOD path?query` (a write the tests refuse).
+    let method =
+        if req.method() == hyper::Method::GET { String::new() } else { format!("{} ", req.method()) };
+    shared.requests.lock().unwrap().push(format!("{method}{path}?{query}"));
     let param = |name: &str| {
         query
             .split('&')

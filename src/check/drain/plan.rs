@@ -1,0 +1,148 @@
+//! `check drain --all`: a maintenance plan over every Longhorn node, from the same analysis the
+//! webhook runs. Which nodes can be drained now, one at a time; a batch that can go together
+//! without stranding a volume; and for the rest what each waits for.
+//!
+//! The batch is greedy, in node-name order: a node joins when, with it and the batch so far
+//! cordoned (a cordoned node's replicas protect nothing in the analysis), neither it nor any
+//! member whose volumes it shares would block. It is one batch that works, not the largest.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::cluster::{ClusterView, Node, Object};
+use crate::policy::drain::{analyze_node, analyze_volumes, volumes_on_node, NodeAnalysis};
+use crate::policy::Policy;
+
+/// One node's place in the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodePlan {
+    pub node: String,
+    /// A drain of this node alone would proceed now.
+    pub drainable_now: bool,
+    pub in_batch: bool,
+    /// What a drain of it alone waits for: `(volume or entry, reason)`.
+    pub waits_for: Vec<(String, String)>,
+    /// Drainable alone, but not with the batch: the volumes that would then be stranded.
+    pub strands_with_batch: Vec<String>,
+}
+
+/// The plan for every Longhorn node, in name order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub nodes: Vec<NodePlan>,
+    /// The nodes that can be drained together (greedy, in name order).
+    pub batch: Vec<String>,
+}
+
+/// What a drain of the node alone waits for.
+fn waits(a: &NodeAnalysis) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = a.blocking().map(|v| (v.volume.clone(), v.explanation())).collect();
+    out.extend(a.blocking_unmapped().map(|u| (format!("{} {}", u.kind.as_str(), u.name), u.line())));
+    out
+}
+
+/// Builds the plan.
+pub fn plan(view: &ClusterView, policy: &Policy, now: SystemTime) -> Plan {
+    let names: BTreeSet<String> =
+        view.longhorn_nodes().filter_map(|n| n.metadata.name.as_deref()).map(str::to_string).collect();
+    let mut nodes: Vec<NodePlan> = names
+        .iter()
+        .map(|n| {
+            let a = analyze_node(view, n, policy, now);
+            NodePlan {
+                node: n.clone(),
+                drainable_now: !a.would_block(),
+                in_batch: false,
+                waits_for: waits(&a),
+                strands_with_batch: Vec::new(),
+            }
+        })
+        .collect();
+    let mut work = view.clone();
+    let mut batch: Vec<String> = Vec::new();
+    let mut volumes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in nodes.iter_mut().filter(|p| p.drainable_now) {
+        let n = p.node.clone();
+        let mine = volumes_on_node(view, &n);
+        let original = cordon(&mut work, &n, now);
+        let mut stranded: BTreeSet<String> =
+            analyze_node(&work, &n, policy, now).blocking().map(|v| v.volume.clone()).collect();
+        for m in &batch {
+            let shared: Vec<String> = volumes[m].intersection(&mine).cloned().collect();
+            if shared.is_empty() {
+                continue;
+            }
+            // A member drains alone, so no engine of these volumes runs in its instance
+            // managers: no entry kinds to pass.
+            let with = shared.into_iter().map(|v| (v, BTreeSet::new()));
+            let a = analyze_volumes(&work, m, with, Vec::new(), policy, now, None);
+            stranded.extend(a.blocking().map(|v| v.volume.clone()));
+        }
+        if stranded.is_empty() {
+            p.in_batch = true;
+            batch.push(n.clone());
+            volumes.insert(n, mine);
+        } else {
+            p.strands_with_batch = stranded.into_iter().collect();
+            if let Some(node) = original {
+                work.upsert(Object::Node(Box::new(node)), now);
+            }
+        }
+    }
+    Plan { nodes, batch }
+}
+
+/// Cordons `node` in `view`, returning its Node as it was (none when the view has no
+/// Kubernetes Node of that name, or it is cordoned already).
+fn cordon(view: &mut ClusterView, node: &str, now: SystemTime) -> Option<Node> {
+    let original = view.node(node).filter(|n| n.spec.unschedulable != Some(true))?.clone();
+    let mut cordoned = original.clone();
+    cordoned.spec.unschedulable = Some(true);
+    view.upsert(Object::Node(Box::new(cordoned)), now);
+    Some(original)
+}
+
+/// The plan as a table: NODE, NOW, BATCH, WAITS FOR; then a summary.
+pub fn table(p: &Plan) -> String {
+    let mut rows: Vec<[String; 4]> = vec![["NODE".into(), "NOW".into(), "BATCH".into(), "WAITS FOR".into()]];
+    for n in &p.nodes {
+        let waits = if !n.waits_for.is_empty() {
+            n.waits_for.iter().map(|(v, r)| format!("{v}: {r}")).collect::<Vec<_>>().join("; ")
+        } else if !n.strands_with_batch.is_empty() {
+            format!("the batch: drained with it, it would strand {}", n.strands_with_batch.join(", "))
+        } else {
+            "-".into()
+        };
+        rows.push([
+            n.node.clone(),
+            if n.drainable_now { "yes" } else { "no" }.into(),
+            if n.in_batch { "yes" } else { "-" }.into(),
+            waits,
+        ]);
+    }
+    let mut widths = [0usize; 3];
+    for r in &rows {
+        for (i, w) in widths.iter_mut().enumerate() {
+            *w = (*w).max(r[i].chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        for (i, w) in widths.iter().enumerate() {
+            out.push_str(&format!("{:<w$}  ", r[i], w = *w));
+        }
+        out.push_str(&r[3]);
+        out.push('\n');
+    }
+    let now = p.nodes.iter().filter(|n| n.drainable_now).count();
+    out.push_str(&format!(
+        "{now} of {} nodes can be drained now, one at a time; together (greedy batch, in name order): {}\n",
+        p.nodes.len(),
+        if p.batch.is_empty() { "none".to_string() } else { p.batch.join(", ") }
+    ));
+    out
+}
