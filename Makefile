@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench bench-https scale fuzz clean chart-test
+.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench bench-https scale fuzz clean chart-test e2e-helm
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -101,6 +101,10 @@ $(CHART_VENV)/.installed: tests/chart/requirements.txt
 	$(PYTHON) -m venv $(CHART_VENV)
 	$(CHART_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/chart/requirements.txt
 	touch $@
+
+# Install, upgrade, uninstall for real with the SDK (e2e/cluster-helm.sh; docs/install.md).
+e2e-helm: $(CHART_VENV)/.installed ## Helm install/upgrade/uninstall against the cluster KUBECONFIG names, with GUARD_IMAGE
+	e2e/cluster-helm.sh "$(KUBECONFIG)" "$(GUARD_IMAGE)"
 
 chart-test: $(CHART_VENV)/.installed ## Render and lint the Helm chart, compare it with kustomize (part of make test)
 	PYTHONDONTWRITEBYTECODE=1 $(CHART_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/chart
