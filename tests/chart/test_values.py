@@ -123,6 +123,19 @@ def test_serve_flags_are_typed_values(chart):
     assert env["LONGHORN_GUARD_LOG"] == "longhorn_guard=debug"
 
 
+def test_client_ca_is_mounted_from_its_secret(chart):
+    objs = render(chart, {"serve": {"clientCASecret": "apiserver-client-ca"}})
+    c = container(objs)
+    assert "--client-ca=/etc/longhorn-guard/client-ca/ca.crt" in c["args"]
+    assert {"name": "client-ca", "mountPath": "/etc/longhorn-guard/client-ca", "readOnly": True} in c["volumeMounts"]
+    vols = {v["name"]: v for v in find(objs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert vols["client-ca"]["secret"] == {"secretName": "apiserver-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    # The kubelet presents no client certificate: TCP probes.
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["tcpSocket"] == {"port": "https"} and "httpGet" not in c[probe]
+    assert container(render(chart))["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
 def test_serve_defaults_pass_no_flag(chart):
     c = container(render(chart))
     assert len(c["args"]) == 4
