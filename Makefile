@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench bench-https scale fuzz clean
+.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench bench-https scale fuzz clean chart-test e2e-helm
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -20,6 +20,7 @@ build: ## Build the binary (debug)
 test: ## Every check CI runs: fmt, clippy -D warnings, all tests
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(MAKE) --no-print-directory chart-test
 	$(CARGO) test --locked
 
 fmt: ## Format the code
@@ -88,3 +89,22 @@ e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISE
 scale: ## Scale harness against the cluster KUBECONFIG names: SCALE_NODES, SCALE_VOLUMES (docs/scale.md)
 	$(CARGO) build --locked --release --bin longhorn-guard --example scale_load --example admission_load
 	LONGHORN_GUARD_BIN=$(abspath $(TARGET_DIR)/release/longhorn-guard) SCALE_EXAMPLES=$(abspath $(TARGET_DIR)/release/examples) e2e/scale.sh
+
+# --- Helm chart (charts/longhorn-guard; docs/install.md, "Helm") ---
+# Helm's Go SDK from PyPI (helm-python-sdk, libhelm_c): no helm binary. The venv lives in
+# target/ and is made again only when tests/chart/requirements.txt changes.
+PYTHON     ?= python3
+CHART_VENV := $(TARGET_DIR)/chart-venv
+
+$(CHART_VENV)/.installed: tests/chart/requirements.txt
+	rm -rf $(CHART_VENV)
+	$(PYTHON) -m venv $(CHART_VENV)
+	$(CHART_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/chart/requirements.txt
+	touch $@
+
+# Install, upgrade, uninstall for real with the SDK (e2e/cluster-helm.sh; docs/install.md).
+e2e-helm: $(CHART_VENV)/.installed ## Helm install/upgrade/uninstall against the cluster KUBECONFIG names, with GUARD_IMAGE
+	e2e/cluster-helm.sh "$(KUBECONFIG)" "$(GUARD_IMAGE)"
+
+chart-test: $(CHART_VENV)/.installed ## Render and lint the Helm chart, compare it with kustomize (part of make test)
+	PYTHONDONTWRITEBYTECODE=1 $(CHART_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/chart

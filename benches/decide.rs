@@ -3,9 +3,11 @@
 //! `cargo bench --bench decide` (or `make bench`). Prints the time to parse the objects and
 //! build the view, the resident memory the objects and the view take, and per request kind
 //! the mean time of parse -> decide -> serialise (no TLS, no sockets), including an
-//! instance-manager eviction that is allowed (first node) and one that is denied (second
-//! node, `BENCH_STRANDED` volumes whose only healthy replica is there). Sizes: `BENCH_NODES`
-//! (default 30), `BENCH_VOLUMES` (default 10000), 3 replicas each.
+//! instance-manager eviction that is allowed (first node), one that is denied for
+//! `BENCH_STRANDED` volumes whose only healthy replica is there (second node), and one that is
+//! denied for the `BENCH_ATTACHED` volumes whose engines run there (third node). Sizes:
+//! `BENCH_NODES` (default 30), `BENCH_VOLUMES` (default 10000), 3 replicas each; every odd
+//! volume is attached.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -84,11 +86,12 @@ fn im_name(n: usize) -> String {
     format!("instance-manager-{n:032x}")
 }
 
-/// A cluster of `nodes` nodes and `volumes` volumes of 3 replicas each, every volume attached
-/// to a node other than the first two. Draining the first node is safe (every volume keeps
-/// two healthy replicas elsewhere); on the second node `stranded` volumes have their only
-/// healthy replica, so draining it is denied.
-fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Object> {
+/// A cluster of `nodes` nodes and `volumes` volumes of 3 replicas each, every odd volume
+/// attached: the first `attached` odd ones to the third node, the others to a node after it.
+/// Draining the first node is safe (every volume keeps two healthy replicas elsewhere); on the
+/// second node `stranded` attached volumes have their only healthy replica, and on the third
+/// `attached` volumes run their engines, so draining either is denied.
+fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize, attached_here: usize) -> Vec<Object> {
     let mut out = Vec::new();
     let mut im_engines: Vec<serde_json::Map<String, Value>> = vec![Default::default(); nodes];
     let mut im_replicas: Vec<serde_json::Map<String, Value>> = vec![Default::default(); nodes];
@@ -99,10 +102,11 @@ fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Objec
     let mut stranded_left = stranded;
     for v in 0..volumes {
         let vol = format!("pvc-{v:08x}-1c2d-4e5f-8a9b-{:012x}", v * 2_654_435_761);
-        let attached = 2 + (v * 7) % (nodes - 2);
+        let is_attached = v % 2 == 1;
+        let attached = if is_attached && v / 2 < attached_here { 2 } else { 3 + (v * 7) % (nodes - 3) };
         let engine = format!("{vol}-e-0");
         let replica_nodes = [v % nodes, (v + 13) % nodes, (v + 26) % nodes];
-        let degraded = stranded_left > 0 && replica_nodes.contains(&1);
+        let degraded = is_attached && stranded_left > 0 && replica_nodes.contains(&1);
         if degraded {
             stranded_left -= 1;
         }
@@ -111,8 +115,9 @@ fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Objec
             json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Volume",
                    "metadata": meta(&vol, "Volume", json!({"longhornvolume": vol})),
                    "spec": {"numberOfReplicas": 3, "dataEngine": "v1", "frontend": "blockdev", "size": "10737418240"},
-                   "status": {"state": "attached", "robustness": if degraded { "degraded" } else { "healthy" },
-                              "currentNodeID": node_name(attached),
+                   "status": {"state": if is_attached { "attached" } else { "detached" },
+                              "robustness": if !is_attached { "unknown" } else if degraded { "degraded" } else { "healthy" },
+                              "currentNodeID": if is_attached { node_name(attached) } else { String::new() },
                               "kubernetesStatus": {"namespace": "apps", "pvcName": format!("data-{v}"), "pvName": vol}}}),
         ));
         let mut modes = serde_json::Map::new();
@@ -128,7 +133,7 @@ fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Objec
             .unwrap();
             let ts = ts.as_str();
             let ip = format!("10.42.{}.{}", n, 10 + r);
-            if !failed {
+            if !failed && is_attached {
                 modes.insert(name.clone(), json!("RW"));
                 addrs.insert(name.clone(), json!(format!("{ip}:{}", 10000 + v % 5000)));
             }
@@ -148,15 +153,21 @@ fn synthetic_cluster(nodes: usize, volumes: usize, stranded: usize) -> Vec<Objec
                                   "port": 10000 + v % 5000, "started": !failed}}),
             ));
         }
-        im_engines[attached].insert(engine.clone(), instance(format!("10.42.{attached}.1")));
+        if is_attached {
+            im_engines[attached].insert(engine.clone(), instance(format!("10.42.{attached}.1")));
+        }
+        let (engine_state, engine_node) =
+            if is_attached { ("running", node_name(attached)) } else { ("stopped", String::new()) };
         out.push(obj(
             ObjectKind::Engine,
             json!({"apiVersion": "longhorn.io/v1beta2", "kind": "Engine",
-                   "metadata": meta(&engine, "Volume", json!({"longhornnode": node_name(attached), "longhornvolume": vol})),
-                   "spec": {"volumeName": vol, "nodeID": node_name(attached), "active": true, "desireState": "running",
-                            "dataEngine": "v1", "image": "longhornio/longhorn-engine:v1.9.1", "frontend": "blockdev"},
-                   "status": {"currentState": "running", "instanceManagerName": im_name(attached),
-                              "ip": format!("10.42.{attached}.1"), "port": 10001, "started": true,
+                   "metadata": meta(&engine, "Volume", json!({"longhornnode": engine_node, "longhornvolume": vol})),
+                   "spec": {"volumeName": vol, "nodeID": engine_node, "active": true,
+                            "desireState": engine_state, "dataEngine": "v1",
+                            "image": "longhornio/longhorn-engine:v1.9.1", "frontend": "blockdev"},
+                   "status": {"currentState": engine_state,
+                              "instanceManagerName": if is_attached { im_name(attached) } else { String::new() },
+                              "ip": format!("10.42.{attached}.1"), "port": 10001, "started": is_attached,
                               "replicaModeMap": modes, "currentReplicaAddressMap": addrs,
                               "replicaTransitionTimeMap": {}, "rebuildStatus": {}}}),
         ));
@@ -211,6 +222,13 @@ fn bench(name: &str, body: &[u8], view: &ClusterView, policy: &Policy) {
     let iterations = env_usize("BENCH_ITERATIONS", 2000);
     let now = SystemTime::now();
     let mut outcome = "";
+    let req = parse_review(body).expect("bench request parses");
+    let first = policy::validate(&req, view, policy, now);
+    // What a denial says, as a check that the case is the one named.
+    let said = first.status.as_ref().map(|s| {
+        let lines: Vec<&str> = s.message.lines().collect();
+        format!("; {} / {}", lines[0], lines[lines.len() - 1])
+    });
     for _ in 0..50 {
         let req = parse_review(body).expect("bench request parses");
         black_box(policy::validate(&req, view, policy, now));
@@ -223,17 +241,22 @@ fn bench(name: &str, body: &[u8], view: &ClusterView, policy: &Policy) {
         black_box(serde_json::to_vec(&response_review(&req.uid, &d)).expect("serialises"));
     }
     let per = start.elapsed() / iterations as u32;
-    println!("{name:<32} {:>9.1} us/decision  ({outcome})", per.as_secs_f64() * 1e6);
+    println!(
+        "{name:<32} {:>9.1} us/decision  ({outcome}{})",
+        per.as_secs_f64() * 1e6,
+        said.unwrap_or_default()
+    );
 }
 
 fn main() {
-    let nodes = env_usize("BENCH_NODES", 30).max(3);
+    let nodes = env_usize("BENCH_NODES", 30).max(4);
     let volumes = env_usize("BENCH_VOLUMES", 10_000);
     let stranded = env_usize("BENCH_STRANDED", 3);
+    let attached = env_usize("BENCH_ATTACHED", 300);
     let before = rss_kib();
     let live_before = LIVE.load(Ordering::Relaxed);
     let t = Instant::now();
-    let objects = synthetic_cluster(nodes, volumes, stranded);
+    let objects = synthetic_cluster(nodes, volumes, stranded, attached);
     let count = objects.len();
     // A watch view just synced: every kind current, as `drain.reuseCurrentKinds` reuses them.
     let view = ClusterView::from_objects(Source::Watch, objects, SystemTime::now());
@@ -258,26 +281,22 @@ fn main() {
         live * 1000.0 / volumes.max(1) as f64
     );
     println!(
-        "replicas on the drained nodes: {} (allow), {} (deny)",
+        "replicas on the drained nodes: {} (allow), {} (deny, stranded), {} (deny, attached)",
         view.replica_count_on_node(&node_name(0)),
-        view.replica_count_on_node(&node_name(1))
+        view.replica_count_on_node(&node_name(1)),
+        view.replica_count_on_node(&node_name(2))
     );
     let policy = Policy::default();
     let ns = "longhorn-system";
-    let eviction = review(json!({
-        "uid": "b-1", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
-        "name": im_name(0), "namespace": ns, "operation": "CREATE",
-        "userInfo": {"username": "bench"},
-        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x", "namespace": ns}}
-    }));
-    let eviction_deny = review(json!({
-        "uid": "b-5", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
-        "name": im_name(1), "namespace": ns, "operation": "CREATE",
-        "userInfo": {"username": "bench"},
-        "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x", "namespace": ns}}
-    }));
+    let evict = |n: usize| {
+        review(json!({
+            "uid": format!("b-evict-{n}"), "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
+            "name": im_name(n), "namespace": ns, "operation": "CREATE",
+            "userInfo": {"username": "bench"},
+            "object": {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x", "namespace": ns}}
+        }))
+    };
     let other = review(json!({
         "uid": "b-2", "kind": {"group": "policy", "version": "v1", "kind": "Eviction"},
         "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "eviction",
@@ -298,8 +317,9 @@ fn main() {
         "object": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(1)}, "spec": {"unschedulable": true}},
         "oldObject": {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node_name(1)}, "spec": {}}
     }));
-    bench("eviction of an instance manager", &eviction, &view, &policy);
-    bench("eviction of an instance manager", &eviction_deny, &view, &policy);
+    bench("eviction, allow", &evict(0), &view, &policy);
+    bench(&format!("eviction, deny ({stranded} stranded)"), &evict(1), &view, &policy);
+    bench(&format!("eviction, deny ({attached} attached)"), &evict(2), &view, &policy);
     bench("eviction of another pod", &other, &view, &policy);
     bench("cordon (warnings)", &cordon, &view, &policy);
     bench("volume create (1 replica)", &volume, &view, &policy);

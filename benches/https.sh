@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # HTTPS throughput of `longhorn-guard serve --state` side by side with a static-answer rustls
 # server on the same stack (`make bench-https`, docs/scale.md). Both are measured in the same run
-# with wrk, 64 kept-alive connections, the same instance-manager eviction AdmissionReview body.
+# with wrk, 64 kept-alive connections, the same instance-manager eviction AdmissionReview body,
+# for two cases: the eviction of the storage node's instance manager (an allow that looks at
+# every replica there) and of the first node's (a denial: the volumes attached there, about
+# volumes / (nodes - 1) of them, each stranded by its running engine; the message lists 5).
 #
 #   make bench-https                     # 60 nodes x 3,000 volumes, 10s per server
 #   BENCH_HTTPS_NODES=30 BENCH_HTTPS_VOLUMES=10000 BENCH_HTTPS_DURATION=20s make bench-https
 #
 # Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_CONNECTIONS (64),
 # BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s), BENCH_HTTPS_PORT (18461; the
-# static server gets the next port), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
-# Prints one table (requests/s, p50, p99 per server) and the ratio guard / static.
+# static servers get the next two ports), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
+# A second static server answers with longhorn-guard's own denial bytes, so the denial is
+# compared with a server sending the same answer. Prints one table (requests/s, p50, p99 per
+# server and case) and the ratios longhorn-guard / static server per case.
 # Exit status: 0 measured, 2 could not run.
 set -euo pipefail
 
@@ -23,6 +28,7 @@ THREADS=${BENCH_HTTPS_THREADS:-2}
 DURATION=${BENCH_HTTPS_DURATION:-10s}
 PORT=${BENCH_HTTPS_PORT:-18461}
 STATIC_PORT=$((PORT + 1))
+STATIC_DENY_PORT=$((PORT + 2))
 FIXTURE=$ROOT/../shared/fixtures/admission/eviction-create.json
 
 die() {
@@ -52,6 +58,9 @@ trap 'exit 130' INT TERM
 # has to look at every replica on the node.
 pod=$(printf 'instance-manager-5ca1e%027x' $((NODES - 1)))
 sed "s/instance-manager-7b9c5d2e1f3a/$pod/g" "$FIXTURE" >"$WORK/body.json"
+# The first node runs engines (every volume v with v mod (nodes - 1) = 0): its eviction is denied.
+deny_pod=$(printf 'instance-manager-5ca1e%027x' 0)
+sed "s/instance-manager-7b9c5d2e1f3a/$deny_pod/g" "$FIXTURE" >"$WORK/deny.json"
 cat >"$WORK/post.lua" <<'LUA'
 local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
 wrk.method = "POST"
@@ -65,20 +74,32 @@ LONGHORN_GUARD_LOG=warn "$BIN" serve --tls-dir "$WORK/certs" --listen "127.0.0.1
 PIDS+=($!)
 "$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PORT" >"$WORK/static.log" 2>&1 &
 PIDS+=($!)
-post() { curl -sf --cacert "$WORK/certs/ca.crt" -H 'Content-Type: application/json' --data-binary "@$WORK/body.json" "$1"; }
+post() { curl -sf --cacert "$WORK/certs/ca.crt" -H 'Content-Type: application/json' --data-binary "@${2:-$WORK/body.json}" "$1"; }
 for _ in $(seq 1 600); do
 	post "https://127.0.0.1:$PORT/validate" >/dev/null 2>&1 && post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null 2>&1 && break
 	sleep 0.1
 done
 answer=$(post "https://127.0.0.1:$PORT/validate") || { cat "$WORK/guard.log" >&2; die "longhorn-guard did not answer"; }
 grep -q '"allowed":true' <<<"$answer" || die "expected an allow from longhorn-guard, got: $answer"
+denial=$(post "https://127.0.0.1:$PORT/validate" "$WORK/deny.json") || die "longhorn-guard did not answer the denial case"
+grep -q '"allowed":false' <<<"$denial" || die "expected a denial from longhorn-guard, got: $denial"
+stranded=$(grep -o 'would strand [0-9]* volume' <<<"$denial" | grep -o '[0-9]*' || true)
+printf '%s' "$denial" >"$WORK/denial.json"
+"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_DENY_PORT" --answer "$WORK/denial.json" \
+	>"$WORK/static-deny.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 1 600); do
+	post "https://127.0.0.1:$STATIC_DENY_PORT/validate" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+post "https://127.0.0.1:$STATIC_DENY_PORT/validate" | grep -q '"allowed":false' || die "static_server --answer did not answer"
 post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null || die "static_server did not answer"
 
-# measure NAME URL: one wrk run; prints "NAME req/s p50 p99".
+# measure NAME URL [BODY]: one wrk run; prints "NAME req/s p50 p99".
 measure() {
-	local out rps p50 p99
-	BENCH_BODY="$WORK/body.json" wrk -t1 -c4 -d2s -s "$WORK/post.lua" "$2" >/dev/null 2>&1 || true # warm-up
-	out=$(BENCH_BODY="$WORK/body.json" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$WORK/post.lua" "$2") ||
+	local out rps p50 p99 body=${3:-$WORK/body.json}
+	BENCH_BODY="$body" wrk -t1 -c4 -d2s -s "$WORK/post.lua" "$2" >/dev/null 2>&1 || true # warm-up
+	out=$(BENCH_BODY="$body" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$WORK/post.lua" "$2") ||
 		die "wrk failed against $1"
 	if grep -q 'Non-2xx' <<<"$out"; then die "$1 answered non-2xx: $(grep Non-2xx <<<"$out")"; fi
 	rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
@@ -86,10 +107,18 @@ measure() {
 	p99=$(awk '$1 == "99%" { print $2 }' <<<"$out")
 	printf '%s %s %s %s\n' "$1" "$rps" "$p50" "$p99"
 }
-echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each; $(nproc) CPUs"
-static=$(measure static_server "https://127.0.0.1:$STATIC_PORT/validate")
-guard=$(measure longhorn-guard "https://127.0.0.1:$PORT/validate")
+echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow) and of $deny_pod (deny, strands ${stranded:-?} volumes); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each; $(nproc) CPUs"
+static=$(measure static-allow "https://127.0.0.1:$STATIC_PORT/validate")
+guard=$(measure guard-allow "https://127.0.0.1:$PORT/validate")
+static_deny=$(measure static-deny "https://127.0.0.1:$STATIC_DENY_PORT/validate" "$WORK/deny.json")
+deny=$(measure guard-deny "https://127.0.0.1:$PORT/validate" "$WORK/deny.json")
 printf '%-16s %12s %10s %10s\n' server "requests/s" p50 p99
-printf '%-16s %12s %10s %10s\n' $static $guard
-awk -v g="$(cut -d' ' -f2 <<<"$guard")" -v s="$(cut -d' ' -f2 <<<"$static")" \
-	'BEGIN { if (s > 0) printf "ratio longhorn-guard / static_server: %.1f %%\n", 100 * g / s }'
+printf '%-16s %12s %10s %10s\n' $static $guard $static_deny $deny
+# ratio GUARD STATIC: prints the req/s ratio of two rows.
+ratio() {
+	awk -v a="$(cut -d' ' -f1 <<<"$1")" -v g="$(cut -d' ' -f2 <<<"$1")" -v b="$(cut -d' ' -f1 <<<"$2")" -v s="$(cut -d' ' -f2 <<<"$2")" \
+		'BEGIN { if (s > 0) printf "ratio %s / %s: %.1f %%\n", a, b, 100 * g / s }'
+}
+ratio "$guard" "$static"
+ratio "$deny" "$static_deny"
+ratio "$deny" "$static"

@@ -1,9 +1,12 @@
 //! The baseline of `make bench-https`: an HTTPS server on the same rustls / tokio-rustls /
 //! hyper HTTP/1.1 stack and TLS configuration as `longhorn-guard serve`, answering every
-//! request (after reading its body) with one fixed AdmissionReview allow.
+//! request (after reading its body) with one fixed AdmissionReview: an allow, or the contents
+//! of `--answer FILE` (bench-https passes longhorn-guard's own denial, so both servers send the
+//! same bytes).
 //!
 //! ```text
 //! cargo run --release --example static_server -- --tls-dir certs/dev --listen 127.0.0.1:18444
+//! cargo run --release --example static_server -- --tls-dir certs/dev --answer /tmp/denial.json
 //! ```
 //!
 //! Prints `listening on ADDR` once bound; stops on SIGTERM or Ctrl-C. Exit status: 0 after a
@@ -32,18 +35,28 @@ struct Args {
     tls_dir: PathBuf,
     #[arg(long, default_value = "127.0.0.1:18444")]
     listen: SocketAddr,
+    /// Answer with this file's bytes instead of the built-in allow.
+    #[arg(long, value_name = "FILE")]
+    answer: Option<PathBuf>,
 }
 
-async fn answer(req: hyper::Request<Incoming>) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
+async fn answer(
+    req: hyper::Request<Incoming>,
+    body: Bytes,
+) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
     // Read the whole body, as the real server does before deciding.
     let _body = req.into_body().collect().await?;
-    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(ANSWER.as_bytes())));
+    let mut resp = hyper::Response::new(Full::new(body));
     resp.headers_mut()
         .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
     Ok(resp)
 }
 
 async fn serve(args: Args) -> Result<(), String> {
+    let body = match &args.answer {
+        Some(path) => Bytes::from(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?),
+        None => Bytes::from_static(ANSWER.as_bytes()),
+    };
     let cert = ReloadingCert::load(TlsFiles::in_dir(&args.tls_dir), provider()).map_err(|e| e.to_string())?;
     let config = server_config(Arc::new(cert)).map_err(|e| e.to_string())?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
@@ -61,11 +74,13 @@ async fn serve(args: Args) -> Result<(), String> {
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
+        let body = body.clone();
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(tcp).await else { return };
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).keep_alive(true);
-            let _ = builder.serve_connection(TokioIo::new(tls), hyper::service::service_fn(answer)).await;
+            let service = hyper::service::service_fn(move |req| answer(req, body.clone()));
+            let _ = builder.serve_connection(TokioIo::new(tls), service).await;
         });
     }
 }

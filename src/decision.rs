@@ -43,8 +43,9 @@ pub struct Subject {
 pub struct Details {
     /// The node a drain decision concerned.
     pub node: Option<String>,
-    /// Volumes that blocked (or would have blocked) the operation.
-    pub volumes: Vec<String>,
+    /// Volumes that blocked (or would have blocked) the operation (the view's shared names:
+    /// listing every one costs no copy of its text).
+    pub volumes: Vec<crate::cluster::Name>,
     /// Set when an operator override changed the outcome; says who and why.
     pub overridden: Option<String>,
 }

@@ -16,6 +16,7 @@ pub mod cli;
 pub mod clip;
 pub mod cluster;
 pub mod decision;
+pub mod duration;
 pub mod exposition;
 pub mod gate;
 pub mod heap;

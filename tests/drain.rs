@@ -13,7 +13,9 @@ use longhorn_guard::admission::{parse_review, AdmissionRequest};
 use longhorn_guard::admit::{Admitter, WebhookKind};
 use longhorn_guard::cluster::{confirm, snapshot, ClusterView, Object, ObjectKind, SharedView, Source};
 use longhorn_guard::decision::{Decision, MAX_WARNINGS, MAX_WARNING_LEN};
-use longhorn_guard::policy::drain::{analyze_node, stalled_rebuilds, Verdict, ALLOW_DRAIN_ANNOTATION};
+use longhorn_guard::policy::drain::{
+    analyze_node, stalled_rebuilds, Reason, Verdict, WhyNot, ALLOW_DRAIN_ANNOTATION,
+};
 use longhorn_guard::policy::{self, Policy};
 use serde_json::{json, Value};
 
@@ -236,7 +238,12 @@ fn other_replica_absent_from_its_engines_replica_set_does_not_protect() {
     let a = analyze_node(&s.view(), "node-3", &Policy::default(), now());
     let r = a.volumes[0].replicas.iter().find(|r| r.name == "vol-healthy-r-1a2b3c4d").unwrap();
     assert!(!r.protecting);
-    assert_eq!(r.why_not.as_deref(), Some("is not in its engine's replica set"));
+    // Typed, and written in the message module's words.
+    assert_eq!(r.why_not, Some(WhyNot::NotInEngine));
+    assert_eq!(
+        r.why_not.as_ref().map(ToString::to_string).as_deref(),
+        Some("is not in its engine's replica set")
+    );
 
     // An empty map says nothing about the replica set (an engine that has not reported yet).
     let mut s = pair();
@@ -373,7 +380,7 @@ fn watch_view_dates_progress_changes() {
     let a = analyze_node(&view, "node-3", &Policy::default(), now());
     let v = &a.volumes[0];
     assert_eq!(v.verdict, Verdict::Block);
-    assert!(v.reason.contains("is stuck rebuilding at 40% for 11m"), "{}", v.reason);
+    assert!(v.reason.to_string().contains("is stuck rebuilding at 40% for 11m"), "{}", v.reason);
     let healthy_stalled = |view: &ClusterView| {
         stalled_rebuilds(view, &Policy::default(), now())
             .into_iter()
@@ -389,7 +396,7 @@ fn watch_view_dates_progress_changes() {
     }
     view.upsert(moved, now());
     let a = analyze_node(&view, "node-3", &Policy::default(), now());
-    assert!(a.volumes[0].reason.contains("is rebuilding (41%)"), "{}", a.volumes[0].reason);
+    assert!(a.volumes[0].reason.to_string().contains("is rebuilding (41%)"), "{}", a.volumes[0].reason);
     assert_eq!(healthy_stalled(&view), 0);
 }
 
@@ -452,7 +459,8 @@ fn never_used_replica_allows() {
     }
     assert_allowed(&drain(&s, "node-3"));
     let a = analyze_node(&s.view(), "node-3", &Policy::default(), now());
-    assert_eq!(a.volumes[0].reason, "replica on node-3 was never used");
+    assert_eq!(a.volumes[0].reason, Reason::NeverUsed { node: "node-3".into(), count: 1 });
+    assert_eq!(a.volumes[0].reason.to_string(), "replica on node-3 was never used");
 }
 
 /// vol-detached's single stopped replica moved to node-3 (node-3 then holds it and a
@@ -710,18 +718,7 @@ fn node_update_with_unreadable_objects_is_allowed_with_one_warning() {
 
 #[test]
 fn many_blocking_volumes_are_listed_then_counted() {
-    let mut s = State::base();
-    for i in 0..8 {
-        let mut v = s.get("Volume", "vol-detached").clone();
-        let name = format!("vol-s{i}");
-        v["metadata"]["name"] = json!(name);
-        let mut r = s.get("Replica", "vol-detached-r-b1c2d3e4").clone();
-        r["metadata"]["name"] = json!(format!("{name}-r-1"));
-        r["metadata"]["labels"]["longhornvolume"] = json!(name);
-        r["spec"]["volumeName"] = json!(name);
-        s.push(v);
-        s.push(r);
-    }
+    let s = with_stranded_copies(8);
     let d = drain(&s, "node-2");
     let msg = message(&d);
     assert!(msg.starts_with("longhorn-guard: draining node-2 would strand 10 volumes:"), "{msg}");
@@ -925,4 +922,79 @@ fn ambiguous_instance_manager_of_a_replica_never_counts_as_running() {
     setting["value"] = json!("longhornio/longhorn-instance-manager:v1.12.1");
     s.push(setting);
     assert_allowed(&drain(&s, "node-3"));
+}
+
+/// The base state with `n` more copies of the detached volume stranded on node-2
+/// (`vol-s0`, `vol-s1`, ...), each with its one replica there.
+fn with_stranded_copies(n: usize) -> State {
+    let mut s = State::base();
+    for i in 0..n {
+        let mut v = s.get("Volume", "vol-detached").clone();
+        let name = format!("vol-s{i:02}");
+        v["metadata"]["name"] = json!(name);
+        let mut r = s.get("Replica", "vol-detached-r-b1c2d3e4").clone();
+        r["metadata"]["name"] = json!(format!("{name}-r-1"));
+        r["metadata"]["labels"]["longhornvolume"] = json!(name);
+        r["spec"]["volumeName"] = json!(name);
+        s.push(v);
+        s.push(r);
+    }
+    s
+}
+
+/// A denial renders only the volumes it lists (5 by default), in name order with their full
+/// reason and remedy, and counts the rest without writing them; the log's volume list names
+/// every one; a cordon's warnings and `check drain` say the same of the same volumes.
+#[test]
+fn a_denial_writes_what_it_lists_and_counts_the_rest() {
+    let s = with_stranded_copies(12);
+    let d = drain(&s, "node-2");
+    assert_denied_429(&d);
+    let msg = message(&d);
+    let one = |v: &str| {
+        format!("- {v}: 1 replica (numberOfReplicas=1); raise numberOfReplicas to 2 or more and attach it until the rebuild is done")
+    };
+    let expected = [
+        "longhorn-guard: draining node-2 would strand 14 volumes:".to_string(),
+        one("vol-detached"),
+        "- vol-healthy: attached to node-2 (engine running); move its workload (PVC default/data-postgres-0) off node-2 first".to_string(),
+        one("vol-s00"),
+        one("vol-s01"),
+        one("vol-s02"),
+        "- and 9 more (longhorn-guard check drain node-2 lists all)".to_string(),
+    ]
+    .join("\n");
+    assert_eq!(msg, expected);
+    assert_eq!(d.details.volumes.len(), 14);
+    assert_eq!(d.details.volumes[2], "vol-s00");
+
+    // drain.maxListedVolumes: 2 lists two and counts twelve.
+    let mut two = Policy::default();
+    two.drain.max_listed_volumes = 2;
+    let d = decide(&s, &eviction_body("node-2"), &two);
+    let msg = message(&d);
+    assert_eq!(msg.lines().count(), 1 + 2 + 1, "{msg}");
+    assert!(msg.ends_with("\n- and 12 more (longhorn-guard check drain node-2 lists all)"), "{msg}");
+
+    // The cordon lists as many as its warnings hold, with the same reasons.
+    let cordon = read_json("admission/node-update-cordon.json");
+    let mut cordon = cordon;
+    cordon["request"]["name"] = json!("node-2");
+    for o in ["object", "oldObject"] {
+        cordon["request"][o]["metadata"]["name"] = json!("node-2");
+    }
+    let c = decide(&s, &cordon, &Policy::default());
+    assert!(c.allowed);
+    assert_eq!(
+        c.warnings[0],
+        "longhorn-guard: a drain of node-2 will wait for 14 volumes (longhorn-guard check drain node-2):"
+    );
+    assert!(c.warnings[1].starts_with("vol-detached: "), "{:?}", c.warnings);
+    assert_eq!(c.warnings.last().unwrap(), "and 9 more (longhorn-guard check drain node-2 lists all)");
+
+    // `check drain` writes every one, each the same line the denial writes for it.
+    let a = analyze_node(&s.view(), "node-2", &Policy::default(), now());
+    let blocking: Vec<String> = a.blocking().map(|v| format!("- {}", v.line())).collect();
+    assert_eq!(blocking.len(), 14);
+    assert_eq!(blocking[..5], expected.lines().skip(1).take(5).map(String::from).collect::<Vec<_>>()[..]);
 }

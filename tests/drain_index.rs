@@ -8,7 +8,9 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use longhorn_guard::cluster::{snapshot, ClusterView, Object, ObjectKind, Source};
-use longhorn_guard::policy::drain::{analyze_node_with, DrainIndex, NodeAnalysis, Verdict, VolumeReport};
+use longhorn_guard::policy::drain::{
+    analyze_node_with, Blockers, DrainIndex, NodeAnalysis, Verdict, VolumeReport,
+};
 use longhorn_guard::policy::Policy;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -255,7 +257,7 @@ fn assert_agrees(view: &ClusterView, context: &str) -> Result<(), TestCaseError>
         for n in &nodes {
             for over in [None, Some("maintenance".to_string())] {
                 let full = analyze_node_with(view, n, &policy, now(), over.clone());
-                let fast = index.analyze(view, n, &policy, now(), over);
+                let fast = index.analyze(view, n, &policy, now(), over.clone());
                 prop_assert_eq!(
                     not_safe(&full),
                     fast.volumes.clone(),
@@ -272,6 +274,26 @@ fn assert_agrees(view: &ClusterView, context: &str) -> Result<(), TestCaseError>
                     context,
                     n
                 );
+                // What the admission path decides by name, and the reports it renders on demand.
+                let b = Blockers::of(view, n, &policy, over.clone());
+                let names = |verdict: Verdict| -> Vec<String> {
+                    full.volumes.iter().filter(|v| v.verdict == verdict).map(|v| v.volume.clone()).collect()
+                };
+                let blocking: Vec<String> = b.blocking.iter().map(|v| v.to_string()).collect();
+                let overridden: Vec<String> = b.overridden.iter().map(|(v, _)| v.to_string()).collect();
+                prop_assert_eq!(names(Verdict::Block), blocking, "{} node {} blocking", context, n);
+                prop_assert_eq!(names(Verdict::Overridden), overridden, "{} node {} overridden", context, n);
+                prop_assert_eq!(&full.unmapped_instances, &b.unmapped, "{} node {} entries", context, n);
+                prop_assert_eq!(full.would_block(), b.would_block());
+                let rendered: Vec<VolumeReport> = b.reports(
+                    b.blocking.iter().chain(b.overridden.iter().map(|(v, _)| v)),
+                    usize::MAX,
+                    &policy,
+                    now(),
+                );
+                let mut expected = not_safe(&full);
+                expected.sort_by_key(|v| v.verdict != Verdict::Block);
+                prop_assert_eq!(expected, rendered, "{} node {} reports", context, n);
             }
         }
     }

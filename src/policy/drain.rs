@@ -4,24 +4,28 @@
 //! so a denial, a cordon warning and the preflight report always say the same thing.
 
 mod analysis;
+mod blockers;
 mod index;
 mod instances;
 mod message;
 mod sites;
 
-use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, analyze_volumes, carries_data, format_time, override_reason,
-    stalled_rebuilds, volume_verdict, volumes_on_node, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict,
+    analyze_node, analyze_node_with, analyze_volume, analyze_volumes, carries_data, format_time,
+    override_reason, stalled_rebuilds, volume_unsafe, volume_verdict, volumes_on_node, Attachment, Clause,
+    Holds, Lead, NodeAnalysis, Override, Reason, Remedy, ReplicaReport, Rest, StalledRebuild, Verdict,
     VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
+pub use blockers::Blockers;
 pub use index::DrainIndex;
 pub use instances::{
     engine_volume, engines_reported_by, volume_of_engine_name, EngineRef, InstanceKind, UnmappedInstance,
 };
-pub use message::{deny_message, impact, reason_for, waits_for, warning_lines};
+pub use message::{
+    deny_message, impact, listed_in_denial, listed_in_warnings, reason_for, waits_for, warning_lines, Listing,
+};
 
 use crate::admission::AdmissionRequest;
 use crate::cluster::{ClusterView, Node, Source, LONGHORN_NAMESPACE};
@@ -57,6 +61,26 @@ impl Act {
 fn deny(policy: &Policy, message: String) -> Decision {
     let code = policy.drain.deny_code;
     Decision::deny(code, reason_for(code), message)
+}
+
+/// An operation that has to wait, as `drain.action` answers it: denied with `denial` in
+/// `enforce` mode, else allowed with `warnings`, the same content. The one place the mode
+/// applies; only the form that is sent is written.
+fn must_wait(
+    policy: &Policy,
+    denial: impl FnOnce() -> String,
+    warnings: impl FnOnce() -> Vec<String>,
+) -> Decision {
+    match policy.drain.action {
+        DrainAction::Enforce => deny(policy, denial()),
+        _ => Decision::warn(warnings()),
+    }
+}
+
+/// [`must_wait`] for a one-line answer: the warning is the message, clipped.
+fn must_wait_for(policy: &Policy, message: String) -> Decision {
+    let warning = clip(&message, MAX_WARNING_LEN);
+    must_wait(policy, || message, || vec![warning])
 }
 
 /// `pods/eviction` CREATE.
@@ -99,11 +123,7 @@ pub fn eviction(
                 let msg = format!(
                     "longhorn-guard: instance-manager pod {ns}/{name} has no node in longhorn-guard's view, which is older than drain.maxViewAge; it may run on one by now, so its eviction waits; retry in a few seconds"
                 );
-                let d = match policy.drain.action {
-                    DrainAction::Enforce => deny(policy, msg),
-                    _ => Decision::warn(vec![clip(&msg, MAX_WARNING_LEN)]),
-                };
-                return Ok(d.rule("drain"));
+                return Ok(must_wait_for(policy, msg).rule("drain"));
             }
         },
         None => {
@@ -134,36 +154,11 @@ fn unknown_pod(view: &ClusterView, ns: &str, name: &str, policy: &Policy) -> Dec
         ),
         _ => format!("{lead} is not in longhorn-guard's view yet; {tail} waits; retry in a few seconds"),
     };
-    let d = match policy.drain.action {
-        DrainAction::Enforce => deny(policy, msg),
-        _ => Decision::warn(vec![clip(&msg, MAX_WARNING_LEN)]),
-    };
-    d.rule("drain")
+    must_wait_for(policy, msg).rule("drain")
 }
 
-/// What a drain of `node` would wait for: the blocking and overridden volumes and the unmapped
-/// entries (safe volumes left out). From the view's [`DrainIndex`] when it keeps one (only the
-/// volumes that are not safe are analysed), else by the full [`analyze_node_with`]; both give
-/// the same reports. The node's override is read from the view.
-pub fn analyze_blockers(view: &ClusterView, node: &str, policy: &Policy, now: SystemTime) -> NodeAnalysis {
-    let node_override = view.node(node).and_then(|n| override_reason(&n.metadata));
-    analyze_for_decision(view, node, policy, now, node_override)
-}
-
-fn analyze_for_decision(
-    view: &ClusterView,
-    node: &str,
-    policy: &Policy,
-    now: SystemTime,
-    node_override: Option<String>,
-) -> NodeAnalysis {
-    match view.index::<DrainIndex>() {
-        Some(index) => index.analyze(view, node, policy, now, node_override),
-        None => analyze_node_with(view, node, policy, now, node_override),
-    }
-}
-
-/// Decides an operation that takes away every instance on `node`.
+/// Decides an operation that takes away every instance on `node`, from the drain index: the
+/// volumes are counted by name and only those the answer lists are analysed and written.
 fn guard(
     view: &ClusterView,
     node: &str,
@@ -173,47 +168,45 @@ fn guard(
     node_override: Option<String>,
 ) -> Decision {
     let node_override = node_override.or_else(|| view.node(node).and_then(|n| override_reason(&n.metadata)));
-    let analysis = analyze_for_decision(view, node, policy, now, node_override);
-    let blocking: Vec<&VolumeReport> = analysis.blocking().collect();
-    let unmapped: Vec<&UnmappedInstance> = analysis.blocking_unmapped().collect();
-    let overridden: Vec<&VolumeReport> = analysis.overridden().collect();
-    let overridden_unmapped: Vec<&UnmappedInstance> = analysis.overridden_unmapped().collect();
+    let b = Blockers::of(view, node, policy, node_override);
     let mut details = Details { node: Some(node.to_string()), ..Details::default() };
 
-    let mut d = if !blocking.is_empty() || !unmapped.is_empty() {
-        details.volumes = blocking.iter().map(|v| v.volume.clone()).collect();
-        match policy.drain.action {
-            DrainAction::Enforce => {
-                deny(policy, deny_message(&act.phrase(node), node, &blocking, &unmapped, policy))
-            }
-            _ => {
-                let head = format!(
-                    "longhorn-guard: {} would {} (drain.action is warn, so it is allowed):",
-                    act.phrase(node),
-                    message::impact(blocking.len(), unmapped.len())
-                );
-                Decision::warn(warning_lines(head, node, &blocking, &unmapped, policy))
-            }
-        }
+    let mut d = if b.would_block() {
+        details.volumes = b.blocking.clone();
+        let unmapped: Vec<&UnmappedInstance> = b.blocking_unmapped().collect();
+        let count = b.blocking.len();
+        let denial = || {
+            let shown = b.reports(&b.blocking, listed_in_denial(policy), policy, now);
+            let listing = Listing { shown: &shown, volumes: count, unmapped: &unmapped };
+            deny_message(&act.phrase(node), node, listing, policy)
+        };
+        let warnings = || {
+            let shown = b.reports(&b.blocking, listed_in_warnings(policy), policy, now);
+            let listing = Listing { shown: &shown, volumes: count, unmapped: &unmapped };
+            let head = format!(
+                "longhorn-guard: {} would {} (drain.action is warn, so it is allowed):",
+                act.phrase(node),
+                message::impact(count, unmapped.len())
+            );
+            warning_lines(head, node, listing, policy)
+        };
+        must_wait(policy, denial, warnings)
     } else {
         let mut d = Decision::allow();
-        if !overridden.is_empty() || !overridden_unmapped.is_empty() {
-            details.volumes = overridden.iter().map(|v| v.volume.clone()).collect();
-            let bys: Vec<&str> = overridden
-                .iter()
-                .filter_map(|v| v.overridden.as_deref())
-                .chain(analysis.node_override.as_deref().filter(|_| !overridden_unmapped.is_empty()))
-                .collect::<BTreeSet<&str>>()
-                .into_iter()
-                .collect();
-            details.overridden = Some(bys.join("; "));
+        let unmapped: Vec<&UnmappedInstance> = b.overridden_unmapped().collect();
+        if !b.overridden.is_empty() || !unmapped.is_empty() {
+            details.volumes = b.overridden.iter().map(|(v, _)| v.clone()).collect();
+            let bys = b.override_reasons().join("; ");
             let head = format!(
-                "longhorn-guard: {} would {}; allowed by override ({})",
+                "longhorn-guard: {} would {}; allowed by override ({bys})",
                 act.phrase(node),
-                message::impact(overridden.len(), overridden_unmapped.len()),
-                bys.join("; ")
+                message::impact(b.overridden.len(), unmapped.len()),
             );
-            d.warnings = warning_lines(head, node, &overridden, &overridden_unmapped, policy);
+            details.overridden = Some(bys);
+            let shown =
+                b.reports(b.overridden.iter().map(|(v, _)| v), listed_in_warnings(policy), policy, now);
+            let listing = Listing { shown: &shown, volumes: b.overridden.len(), unmapped: &unmapped };
+            d.warnings = warning_lines(head, node, listing, policy);
         }
         if policy.drain.action == DrainAction::Enforce
             && !view.freshness().is_fresh(now, policy.drain.max_view_age)
@@ -308,20 +301,21 @@ pub fn node_update(
         return Ok(Decision::warn(vec![unreadable_update("it names no node")]).rule("cordon"));
     }
     let node_override = override_reason(&new.metadata);
-    let analysis = analyze_for_decision(view, &name, policy, now, node_override);
-    let blocking: Vec<&VolumeReport> = analysis.blocking().collect();
-    let unmapped: Vec<&UnmappedInstance> = analysis.blocking_unmapped().collect();
+    let b = Blockers::of(view, &name, policy, node_override);
+    let unmapped: Vec<&UnmappedInstance> = b.blocking_unmapped().collect();
     let mut d = Decision::allow().rule("cordon");
     d.details.node = Some(name.clone());
-    if blocking.is_empty() && unmapped.is_empty() {
+    if b.blocking.is_empty() && unmapped.is_empty() {
         return Ok(d);
     }
-    d.details.volumes = blocking.iter().map(|v| v.volume.clone()).collect();
+    d.details.volumes = b.blocking.clone();
     let head = format!(
         "longhorn-guard: a drain of {name} will wait for {} (longhorn-guard check drain {name}):",
-        message::waits_for(blocking.len(), unmapped.len())
+        message::waits_for(b.blocking.len(), unmapped.len())
     );
-    d.warnings = warning_lines(head, &name, &blocking, &unmapped, policy);
+    let shown = b.reports(&b.blocking, listed_in_warnings(policy), policy, now);
+    let listing = Listing { shown: &shown, volumes: b.blocking.len(), unmapped: &unmapped };
+    d.warnings = warning_lines(head, &name, listing, policy);
     Ok(d)
 }
 

@@ -2,20 +2,19 @@
 //! finishing, kept current as watch events arrive, so that an eviction decision costs what
 //! its answer prints rather than the node's volume count.
 //!
-//! A volume's verdict for a node is [`volume_verdict`], the same code [`analyze_node`] runs,
+//! A volume's verdict for a node is [`volume_unsafe`], the same code [`analyze_node`] runs,
 //! recomputed whenever an object it reads changes: the volume, its replicas and engines;
 //! every volume with a replica on a node whose cordon state or instance manager changes;
 //! the volumes an instance manager's engine list names; everything when a Setting changes.
-//! Time never changes a verdict (see [`volume_verdict`]), so nothing expires.
+//! Time never changes a verdict (see [`super::volume_verdict`]), so nothing expires.
 //!
 //! [`analyze_node`]: super::analyze_node
 
 use std::any::Any;
-use std::collections::{HashMap, HashSet};
-use std::time::SystemTime;
+use std::collections::{BTreeSet, HashSet};
 
-use super::analysis::{analyze_volumes, volume_verdict, NodeAnalysis, Verdict};
-use super::instances::volume_of_engine_name;
+use super::analysis::volume_unsafe;
+use super::instances::{volume_of_engine_name, InstanceKind, UnmappedInstance};
 use super::sites::Sites;
 use crate::cluster::nameset::{self, Index, NameSet};
 use crate::cluster::{
@@ -26,7 +25,7 @@ use crate::policy::Policy;
 
 /// Per node, the volumes whose verdict is not safe (before the node's override), for both
 /// values of `drain.protectStoppedReplicas`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct DrainIndex {
     /// `drain.protectStoppedReplicas: true`: node -> volumes.
     strict: Index,
@@ -39,35 +38,19 @@ pub struct DrainIndex {
     sites: Sites,
     dirty: HashSet<Name>,
     all_dirty: bool,
-    strict_policy: Policy,
-    lenient_policy: Policy,
-}
-
-impl Default for DrainIndex {
-    fn default() -> Self {
-        let mut strict_policy = Policy::default();
-        strict_policy.drain.protect_stopped_replicas = true;
-        let mut lenient_policy = Policy::default();
-        lenient_policy.drain.protect_stopped_replicas = false;
-        Self {
-            strict: HashMap::new(),
-            lenient: HashMap::new(),
-            placed: HashMap::new(),
-            sites: Sites::default(),
-            dirty: HashSet::new(),
-            all_dirty: false,
-            strict_policy,
-            lenient_policy,
-        }
-    }
 }
 
 impl DrainIndex {
     /// The volumes (in name order) that are not safe when `node` is drained under `policy`,
     /// overrides not applied.
     pub fn unsafe_volumes<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a str> + 'a {
+        self.unsafe_names(node, policy).map(Name::as_str)
+    }
+
+    /// [`Self::unsafe_volumes`] as the view's shared names.
+    pub fn unsafe_names<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a Name> + 'a {
         let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
-        sets.get(node).into_iter().flatten().map(Name::as_str)
+        sets.get(node).into_iter().flatten()
     }
 
     /// [`super::analyze_node_with`] reduced to the volumes that are not safe: the same
@@ -77,14 +60,22 @@ impl DrainIndex {
         view: &ClusterView,
         node: &str,
         policy: &Policy,
-        now: SystemTime,
+        now: std::time::SystemTime,
         node_override: Option<String>,
-    ) -> NodeAnalysis {
-        let volumes = self.unsafe_volumes(node, policy).map(|v| {
-            let kinds = self.sites.of_volume(view, v).remove(node).unwrap_or_default();
-            (v.to_string(), kinds)
-        });
-        analyze_volumes(view, node, volumes, self.sites.unmapped_on(node), policy, now, node_override)
+    ) -> super::NodeAnalysis {
+        let volumes =
+            self.unsafe_volumes(node, policy).map(|v| (v.to_string(), self.kinds_on(view, v, node)));
+        super::analyze_volumes(view, node, volumes, self.unmapped_on(node), policy, now, node_override)
+    }
+
+    /// The kinds of entry the instance managers on `node` run for `volume`.
+    pub(super) fn kinds_on(&self, view: &ClusterView, volume: &str, node: &str) -> BTreeSet<InstanceKind> {
+        self.sites.of_volume(view, volume).remove(node).unwrap_or_default()
+    }
+
+    /// The entries on `node` no known volume owns.
+    pub(super) fn unmapped_on(&self, node: &str) -> Vec<UnmappedInstance> {
+        self.sites.unmapped_on(node)
     }
 
     fn mark(&mut self, volume: Option<&Name>) {
@@ -128,9 +119,9 @@ impl DrainIndex {
         let mut placed = NameSet::default();
         for node in &candidates {
             let kinds = in_ims.remove(node.as_str()).unwrap_or_default();
-            let verdict = |policy| volume_verdict(view, node, volume, &kinds, policy) != Verdict::Safe;
-            let strict = verdict(&self.strict_policy);
-            let lenient = strict && verdict(&self.lenient_policy);
+            let (strict, lenient) = volume_unsafe(view, node, volume, &kinds);
+            // Ignoring stopped replicas only ever makes a volume safer.
+            let lenient = strict && lenient;
             set(&mut self.strict, node, volume, strict);
             set(&mut self.lenient, node, volume, lenient);
             if strict {
@@ -293,8 +284,7 @@ impl ViewIndex for DrainIndex {
     }
 
     fn rebuild(&mut self, view: &ClusterView) {
-        let (strict_policy, lenient_policy) = (self.strict_policy.clone(), self.lenient_policy.clone());
-        *self = Self { strict_policy, lenient_policy, ..Self::default() };
+        *self = Self::default();
         for im in view.instance_managers() {
             self.sites.instance_manager_changed(None, Some(im));
         }

@@ -85,23 +85,6 @@ pub struct UnmappedInstance {
     pub overridden: bool,
 }
 
-impl UnmappedInstance {
-    /// `engine frontend X in instance manager Y: no known volume owns it` (no remedy).
-    pub fn reason(&self) -> String {
-        format!(
-            "{} {} in instance manager {}: no known volume owns it",
-            self.kind.as_str(),
-            self.name,
-            self.instance_manager
-        )
-    }
-
-    /// The reason and what unblocks it, as one line.
-    pub fn line(&self) -> String {
-        format!("{}; wait until Longhorn stops it, or check that instance manager", self.reason())
-    }
-}
-
 /// What the instance managers on one node run besides replicas: entries tied to a volume
 /// (by their Engine object, else by Longhorn's naming of a volume in the view), and the rest.
 #[derive(Debug, Default)]

@@ -29,7 +29,7 @@ pub fn run_all(
     out.extend(volumes::replica_count(inv, view, policy));
     out.extend(volumes::volume_health(inv, view, policy, now));
     out.extend(volumes::settings(inv, policy));
-    let (drain, nodes) = volumes::drain_readiness(inv, view, policy, now);
+    let (drain, nodes) = volumes::drain_readiness(inv, view, policy);
     out.extend(drain);
     (out, nodes)
 }

@@ -10,7 +10,7 @@ use super::super::inventory::{Inventory, VolumeInfo};
 use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo};
 use crate::cluster::{ClusterView, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
-use crate::policy::drain::{analyze_blockers, stalled_rebuilds, waits_for, StalledRebuild};
+use crate::policy::drain::{override_reason, stalled_rebuilds, waits_for, Blockers, StalledRebuild};
 use crate::policy::replicas::{self, PREFIX};
 use crate::policy::{DrainAction, Policy};
 
@@ -271,20 +271,21 @@ pub fn drain_readiness(
     inv: &Inventory,
     view: &ClusterView,
     policy: &Policy,
-    now: SystemTime,
 ) -> (Vec<Finding>, Vec<NodeReadiness>) {
     let mut nodes: Vec<&str> = inv.nodes.iter().map(|n| n.metadata.name.as_str()).collect();
     nodes.sort_unstable();
     let mut findings = Vec::new();
     let mut counts = Vec::new();
     for node in nodes {
-        let analysis = analyze_blockers(view, node, policy, now);
-        let volumes = analysis.blocking().count();
-        let entries = analysis.blocking_unmapped().count();
-        let blocking: Vec<&str> = analysis
-            .blocking()
-            .map(|v| v.volume.as_str())
-            .chain(analysis.blocking_unmapped().map(|u| u.name.as_str()))
+        let node_override = view.node(node).and_then(|n| override_reason(&n.metadata));
+        let b = Blockers::of(view, node, policy, node_override);
+        let volumes = b.blocking.len();
+        let entries = b.blocking_unmapped().count();
+        let blocking: Vec<&str> = b
+            .blocking
+            .iter()
+            .map(|v| v.as_str())
+            .chain(b.blocking_unmapped().map(|u| u.name.as_str()))
             .collect();
         counts.push(NodeReadiness { node: node.to_string(), blocking: blocking.len() });
         findings.push(if blocking.is_empty() {

@@ -69,30 +69,36 @@ pub(super) fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Opt
     candidates.iter().find(|im| im.status.current_state != "running").or(candidates.first()).copied()
 }
 
-/// The per-replica facts the verdict needs.
+/// The per-replica facts the verdict needs (no text: [`ReplicaFacts::report`] writes it).
 pub(super) struct ReplicaFacts<'a> {
     pub(super) replica: &'a Replica,
-    pub(super) node: String,
+    pub(super) name: &'a str,
+    pub(super) node: &'a str,
+    pub(super) on_node: bool,
+    pub(super) carries_data: bool,
+    /// A protecting replica on another node.
+    pub(super) protecting: bool,
+    /// The engine's mode for it when the volume is attached.
+    pub(super) mode: Option<&'a str>,
     pub(super) rebuild: Option<Rebuild>,
     /// Why it does not protect (`None`: it does, or it is on the node).
     pub(super) why_not: Option<WhyNot>,
-    pub(super) report: ReplicaReport,
 }
 
 pub(super) fn replica_facts<'a>(
     view: &ClusterView,
     drained: &str,
     r: &'a Replica,
-    engine: Option<&Engine>,
+    engine: Option<&'a Engine>,
     attached: bool,
     policy: &Policy,
     now: SystemTime,
 ) -> ReplicaFacts<'a> {
-    let name = r.metadata.name.as_deref().unwrap_or_default().to_string();
-    let node = r.node().unwrap_or("").to_string();
+    let name = r.metadata.name.as_deref().unwrap_or_default();
+    let node = r.node().unwrap_or("");
     let on_node = node == drained;
     let live_engine = engine.filter(|_| attached);
-    let mode = live_engine.and_then(|e| e.status.replica_mode_map.get(&name).map(String::from));
+    let mode = live_engine.and_then(|e| e.status.replica_mode_map.get(name).map(|m| m.as_str()));
     let rebuild = live_engine.and_then(|e| rebuild_of(view, e, r, policy, now));
     let data = carries_data(r);
 
@@ -101,7 +107,7 @@ pub(super) fn replica_facts<'a>(
     let engine_dropped = live_engine.is_some_and(|e| {
         e.status.current_state == "running"
             && !e.status.replica_mode_map.is_empty()
-            && !e.status.replica_mode_map.contains_key(&name)
+            && !e.status.replica_mode_map.contains_key(name)
     });
 
     // Why this replica cannot vouch for the volume (None = it protects).
@@ -112,15 +118,13 @@ pub(super) fn replica_facts<'a>(
             ago: parse_time(&r.spec.failed_at).map(|t| age(now, t)),
             at: r.spec.failed_at.to_string(),
         })
-    } else if let Some(rb) =
-        rebuild.as_ref().filter(|_| r.spec.healthy_at.is_empty() || mode.as_deref() == Some("WO"))
-    {
+    } else if let Some(rb) = rebuild.as_ref().filter(|_| r.spec.healthy_at.is_empty() || mode == Some("WO")) {
         Some(WhyNot::Rebuilding { progress: rb.progress, stalled_for: rb.stalled_since.map(|t| age(now, t)) })
-    } else if mode.as_deref() == Some("WO") {
+    } else if mode == Some("WO") {
         Some(WhyNot::RebuildingUnknown)
     } else if r.spec.healthy_at.is_empty() {
         Some(if data { WhyNot::NotYetHealthy } else { WhyNot::NeverHealthy })
-    } else if mode.as_deref() == Some("ERR") {
+    } else if mode == Some("ERR") {
         Some(WhyNot::ErrMode)
     } else if on_node {
         None
@@ -129,7 +133,7 @@ pub(super) fn replica_facts<'a>(
     } else if node.is_empty() {
         Some(WhyNot::NoNode)
     } else {
-        match view.node(&node).map(Node::draining) {
+        match view.node(node).map(Node::draining) {
             None => Some(WhyNot::UnknownNode),
             Some(Some(Draining::Cordoned)) => Some(WhyNot::CordonedNode),
             Some(Some(Draining::Tainted(taint))) => Some(WhyNot::TaintedNode(taint.to_string())),
@@ -145,41 +149,50 @@ pub(super) fn replica_facts<'a>(
         }
     };
     let protecting = !on_node && why_not.is_none();
-
-    let state = if r.is_deleting() {
-        "deleting".to_string()
-    } else if let Some(m) = mode.as_deref() {
-        match (m, rebuild.as_ref()) {
-            ("WO", Some(rb)) if rb.stalled_since.is_some() => format!("WO({}%,stalled)", rb.progress),
-            ("WO", Some(rb)) => format!("WO({}%)", rb.progress),
-            _ => m.to_string(),
-        }
-    } else if !r.spec.failed_at.is_empty() {
-        "failed".into()
-    } else if !data {
-        "unused".into()
-    } else if r.spec.healthy_at.is_empty() {
-        "not-healthy".into()
-    } else if r.status.current_state == "stopped" {
-        "stopped".into()
-    } else {
-        "healthy".into()
-    };
-
-    let report = ReplicaReport {
-        name,
-        node: node.clone(),
-        state,
-        mode,
-        progress: rebuild.as_ref().map(|rb| rb.progress),
-        stalled_since: rebuild.as_ref().and_then(|rb| rb.stalled_since).map(format_time),
-        carries_data: data,
-        on_node,
-        protecting,
-        why_not: if on_node { None } else { why_not.as_ref().map(ToString::to_string) },
-    };
     let why_not = if on_node { None } else { why_not };
-    ReplicaFacts { replica: r, node, rebuild, why_not, report }
+    ReplicaFacts { replica: r, name, node, on_node, carries_data: data, protecting, mode, rebuild, why_not }
+}
+
+impl ReplicaFacts<'_> {
+    /// The short state for tables: `RW`, `WO(37%)`, `WO(0%,stalled)`, `failed`, `stopped`, ...
+    pub(super) fn state(&self) -> String {
+        let r = self.replica;
+        if r.is_deleting() {
+            "deleting".to_string()
+        } else if let Some(m) = self.mode {
+            match (m, self.rebuild.as_ref()) {
+                ("WO", Some(rb)) if rb.stalled_since.is_some() => format!("WO({}%,stalled)", rb.progress),
+                ("WO", Some(rb)) => format!("WO({}%)", rb.progress),
+                _ => m.to_string(),
+            }
+        } else if !r.spec.failed_at.is_empty() {
+            "failed".into()
+        } else if !self.carries_data {
+            "unused".into()
+        } else if r.spec.healthy_at.is_empty() {
+            "not-healthy".into()
+        } else if r.status.current_state == "stopped" {
+            "stopped".into()
+        } else {
+            "healthy".into()
+        }
+    }
+
+    /// The replica's line in the report.
+    pub(super) fn report(&self) -> ReplicaReport {
+        ReplicaReport {
+            name: self.name.to_string(),
+            node: self.node.to_string(),
+            state: self.state(),
+            mode: self.mode.map(str::to_string),
+            progress: self.rebuild.as_ref().map(|rb| rb.progress),
+            stalled_since: self.rebuild.as_ref().and_then(|rb| rb.stalled_since).map(format_time),
+            carries_data: self.carries_data,
+            on_node: self.on_node,
+            protecting: self.protecting,
+            why_not: self.why_not.clone(),
+        }
+    }
 }
 
 /// The volume's data engine: the Volume's `spec.dataEngine`, else a replica's, else its

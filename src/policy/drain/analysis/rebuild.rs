@@ -41,17 +41,6 @@ pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
     time::OffsetDateTime::parse(s, &Rfc3339).ok().map(SystemTime::from)
 }
 
-/// A coarse duration for messages: `45s`, `37m`, `5h`, `3d` (rounded down).
-pub fn short_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..120 => format!("{s}s"),
-        120..7200 => format!("{}m", s / 60),
-        7200..172_800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
-}
-
 /// How long before `now` a time was (zero when it is in the future).
 pub(super) fn age(now: SystemTime, t: SystemTime) -> Duration {
     now.duration_since(t).unwrap_or(Duration::ZERO)

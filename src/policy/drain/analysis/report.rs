@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::super::instances::UnmappedInstance;
-use super::short_duration;
+use super::super::message::reasons::{as_opt_text, as_text};
+use super::finding::{Override, Reason, Remedy};
+use crate::duration::coarse;
 
 /// What draining the node means for one volume.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -51,9 +53,10 @@ pub struct ReplicaReport {
     pub on_node: bool,
     /// True when it is a protecting replica on another node.
     pub protecting: bool,
-    /// For a replica elsewhere that does not protect: why, as a phrase that follows
-    /// "its replica on NODE", e.g. `is rebuilding (37%)`.
-    pub why_not: Option<String>,
+    /// For a replica elsewhere that does not protect: why (rendered as a phrase that follows
+    /// "its replica on NODE", e.g. `is rebuilding (37%)`).
+    #[serde(serialize_with = "as_opt_text")]
+    pub why_not: Option<WhyNot>,
 }
 
 /// The analysis of one volume.
@@ -75,28 +78,15 @@ pub struct VolumeReport {
     /// Names of the protecting replicas on other nodes.
     pub protecting: Vec<String>,
     pub verdict: Verdict,
-    /// Why, in words (no volume name, no remedy).
-    pub reason: String,
-    /// What unblocks it ("" when safe).
-    pub remedy: String,
+    /// Why (no volume name, no remedy).
+    #[serde(serialize_with = "as_text")]
+    pub reason: Reason,
+    /// What unblocks it ([`Remedy::None`], written "", when safe).
+    #[serde(serialize_with = "as_text")]
+    pub remedy: Remedy,
     /// Set when an override annotation changed the verdict: which object and its reason.
-    pub overridden: Option<String>,
-}
-
-impl VolumeReport {
-    /// `reason; remedy` (or the reason alone when there is no remedy).
-    pub fn explanation(&self) -> String {
-        if self.remedy.is_empty() {
-            self.reason.clone()
-        } else {
-            format!("{}; {}", self.reason, self.remedy)
-        }
-    }
-
-    /// `volume: reason; remedy` as one line.
-    pub fn line(&self) -> String {
-        format!("{}: {}", self.volume, self.explanation())
-    }
+    #[serde(serialize_with = "as_opt_text")]
+    pub overridden: Option<Override>,
 }
 
 /// What draining one node means for every volume with a replica or an engine on it.
@@ -106,8 +96,9 @@ pub struct NodeAnalysis {
     pub node: String,
     /// The node is in the view (as a Kubernetes Node or a Longhorn Node).
     pub known: bool,
-    /// The override on the Kubernetes Node, if set: `node N annotation ...: reason`.
-    pub node_override: Option<String>,
+    /// The override on the Kubernetes Node, if set (written `node N annotation ...: reason`).
+    #[serde(serialize_with = "as_opt_text")]
+    pub node_override: Option<Override>,
     /// Volumes in name order.
     pub volumes: Vec<VolumeReport>,
     /// Engine and engine-frontend entries on the node that no known volume owns.
@@ -193,43 +184,35 @@ pub enum WhyNot {
 }
 
 impl WhyNot {
+    /// True when both print the same words (ages compared as printed), so that replicas with
+    /// them share one clause.
+    pub fn reads_same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Failed { ago: Some(a), .. }, Self::Failed { ago: Some(b), .. }) => {
+                coarse(*a) == coarse(*b)
+            }
+            (Self::Failed { ago: None, at: a }, Self::Failed { ago: None, at: b }) => {
+                crate::decision::clip(a, 25) == crate::decision::clip(b, 25)
+            }
+            (
+                Self::Rebuilding { progress: p, stalled_for: a },
+                Self::Rebuilding { progress: q, stalled_for: b },
+            ) => p == q && a.map(coarse) == b.map(coarse),
+            (Self::InstanceManagerNotRunning(a), Self::InstanceManagerNotRunning(b)) => {
+                (a.is_empty() && b.is_empty())
+                    || a == b
+                    || (a.is_empty() && b == "unknown")
+                    || (b.is_empty() && a == "unknown")
+            }
+            _ => self == other,
+        }
+    }
+
     /// True when the replica's instance manager is the problem.
     pub fn is_instance_manager(&self) -> bool {
         matches!(
             self,
             Self::NoInstanceManager | Self::InstanceManagerNotRunning(_) | Self::InstanceManagerPodGone
         )
-    }
-}
-
-impl std::fmt::Display for WhyNot {
-    /// A phrase that follows "its replica on NODE".
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Deleting => f.write_str("is being deleted"),
-            Self::Failed { ago: Some(d), .. } => write!(f, "failed {} ago", short_duration(*d)),
-            Self::Failed { ago: None, at } => write!(f, "failed at {}", crate::decision::clip(at, 25)),
-            Self::Rebuilding { progress, stalled_for: None } => write!(f, "is rebuilding ({progress}%)"),
-            Self::Rebuilding { progress, stalled_for: Some(d) } => {
-                write!(f, "is stuck rebuilding at {progress}% for {}", short_duration(*d))
-            }
-            Self::RebuildingUnknown => f.write_str("is rebuilding"),
-            Self::NotYetHealthy => f.write_str("is being rebuilt and not yet healthy"),
-            Self::NeverHealthy => f.write_str("has never been healthy"),
-            Self::ErrMode => f.write_str("is in ERR mode"),
-            Self::NotInEngine => f.write_str("is not in its engine's replica set"),
-            Self::NoNode => f.write_str("has no node"),
-            Self::UnknownNode => f.write_str("is on a node longhorn-guard does not see"),
-            Self::CordonedNode => f.write_str("is on a cordoned node"),
-            Self::TaintedNode(taint) => write!(f, "is on a node tainted {taint} (being drained for removal)"),
-            Self::DeletedNode => f.write_str("is on a node being deleted"),
-            Self::NoInstanceManager => f.write_str("has no instance manager"),
-            Self::InstanceManagerNotRunning(state) => write!(
-                f,
-                "has no running instance manager (state {})",
-                if state.is_empty() { "unknown" } else { state.as_str() }
-            ),
-            Self::InstanceManagerPodGone => f.write_str("has no running instance manager (its pod is gone)"),
-        }
     }
 }

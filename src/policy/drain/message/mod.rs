@@ -1,11 +1,14 @@
-//! Turning a [`NodeAnalysis`] into what `kubectl` shows: one denial message with one line
-//! per blocking volume, or warnings of at most 120 characters each.
+//! Turning the drain analysis into what `kubectl` shows: one denial message with one line
+//! per listed volume, or warnings of at most [`MAX_WARNING_LEN`] characters each. Its
+//! [`reasons`] module is the one place the typed findings become words.
 
 use crate::decision::{clip, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
 use super::analysis::VolumeReport;
 use super::instances::UnmappedInstance;
+
+pub mod reasons;
 
 /// The machine reason for a denial code, as the Kubernetes API names it.
 pub fn reason_for(code: u16) -> &'static str {
@@ -64,68 +67,78 @@ pub fn waits_for(volume_count: usize, unmapped_count: usize) -> String {
     }
 }
 
-/// One listed item: its full line and, for warnings, the line without the remedy.
-struct Item {
-    full: String,
-    short: String,
+/// What a message lists: the reports on the first volumes (as many as it shows, see
+/// [`listed_in_denial`] and [`listed_in_warnings`]), how many volumes there are in all, then
+/// the unmapped entries.
+#[derive(Clone, Copy, Debug)]
+pub struct Listing<'a> {
+    pub shown: &'a [VolumeReport],
+    pub volumes: usize,
+    pub unmapped: &'a [&'a UnmappedInstance],
 }
 
-fn items(blocking: &[&VolumeReport], unmapped: &[&UnmappedInstance]) -> Vec<Item> {
-    let vols = blocking.iter().map(|v| Item { full: v.line(), short: format!("{}: {}", v.volume, v.reason) });
-    let ims = unmapped.iter().map(|u| Item { full: u.line(), short: u.reason() });
-    vols.chain(ims).collect()
+impl Listing<'_> {
+    fn total(&self) -> usize {
+        self.volumes + self.unmapped.len()
+    }
+
+    /// The first `max` items: each its full line and, for warnings, the line without the
+    /// remedy.
+    fn items(&self, max: usize) -> impl Iterator<Item = (String, String)> + '_ {
+        let vols = self.shown.iter().map(|v| (v.line(), format!("{}: {}", v.volume, v.reason)));
+        let ims = self.unmapped.iter().map(|u| (u.line(), u.reason()));
+        vols.chain(ims).take(max)
+    }
+}
+
+/// How many volumes and entries a denial lists (`drain.maxListedVolumes`, at least 1).
+pub fn listed_in_denial(policy: &Policy) -> usize {
+    policy.drain.max_listed_volumes.max(1)
+}
+
+/// How many volumes and entries a warning list shows: `drain.maxListedVolumes`, bounded so
+/// that the whole list stays within [`MAX_WARNINGS`].
+pub fn listed_in_warnings(policy: &Policy) -> usize {
+    let room = MAX_WARNINGS.saturating_sub(2).max(1);
+    policy.drain.max_listed_volumes.clamp(1, room)
+}
+
+/// `and N more (longhorn-guard check drain NODE lists all)`.
+fn more(n: usize, node: &str) -> String {
+    format!("and {n} more (longhorn-guard check drain {node} lists all)")
 }
 
 /// The denial message: a head line, then one line per volume and per unmapped
-/// instance-manager entry (at most `drain.maxListedVolumes`), then `- and N more`.
+/// instance-manager entry (at most [`listed_in_denial`]), then `- and N more`.
 ///
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
-pub fn deny_message(
-    action: &str,
-    node: &str,
-    blocking: &[&VolumeReport],
-    unmapped: &[&UnmappedInstance],
-    policy: &Policy,
-) -> String {
-    let max = policy.drain.max_listed_volumes.max(1);
-    let all = items(blocking, unmapped);
-    let mut out = format!("longhorn-guard: {action} would {}:", impact(blocking.len(), unmapped.len()));
-    for item in all.iter().take(max) {
+pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy) -> String {
+    let max = listed_in_denial(policy);
+    let mut out =
+        format!("longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
+    for (full, _) in listing.items(max) {
         out.push_str("\n- ");
-        out.push_str(&item.full);
+        out.push_str(&full);
     }
-    if all.len() > max {
-        out.push_str(&format!(
-            "\n- and {} more (longhorn-guard check drain {node} lists all)",
-            all.len() - max
-        ));
+    if listing.total() > max {
+        out.push_str("\n- ");
+        out.push_str(&more(listing.total() - max, node));
     }
     out
 }
 
 /// The same content as warnings: a head line, one line per item, each clipped to
-/// [`MAX_WARNING_LEN`], bounded so that the whole list stays within [`MAX_WARNINGS`].
-pub fn warning_lines(
-    head: String,
-    node: &str,
-    blocking: &[&VolumeReport],
-    unmapped: &[&UnmappedInstance],
-    policy: &Policy,
-) -> Vec<String> {
-    let room = MAX_WARNINGS.saturating_sub(2).max(1);
-    let max = policy.drain.max_listed_volumes.clamp(1, room);
-    let all = items(blocking, unmapped);
+/// [`MAX_WARNING_LEN`], at most [`listed_in_warnings`] items.
+pub fn warning_lines(head: String, node: &str, listing: Listing, policy: &Policy) -> Vec<String> {
+    let max = listed_in_warnings(policy);
     let mut out = vec![clip(&head, MAX_WARNING_LEN)];
-    for item in all.iter().take(max) {
+    for (full, short) in listing.items(max) {
         // Keep the remedy when it fits; else the reason alone; else clip.
-        let pick = if item.full.chars().count() <= MAX_WARNING_LEN { &item.full } else { &item.short };
+        let pick = if full.chars().count() <= MAX_WARNING_LEN { &full } else { &short };
         out.push(clip(pick, MAX_WARNING_LEN));
     }
-    if all.len() > max {
-        out.push(clip(
-            &format!("and {} more (longhorn-guard check drain {node} lists all)", all.len() - max),
-            MAX_WARNING_LEN,
-        ));
+    if listing.total() > max {
+        out.push(clip(&more(listing.total() - max, node), MAX_WARNING_LEN));
     }
     out
 }

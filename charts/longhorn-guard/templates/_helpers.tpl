@@ -1,0 +1,106 @@
+{{/*
+Name of every object: fullnameOverride, else the release name when it contains the chart's
+name, else "<release>-longhorn-guard". 63 characters at most (a DNS label).
+*/}}
+{{- define "longhorn-guard.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Labels of every object: the two manifests/base puts on everything, and Helm's own.
+*/}}
+{{- define "longhorn-guard.labels" -}}
+app.kubernetes.io/name: longhorn-guard
+app.kubernetes.io/part-of: longhorn-guard
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/*
+The server pods' labels, and the selector of the Deployment, Service and PDB (as the base).
+*/}}
+{{- define "longhorn-guard.selectorLabels" -}}
+app.kubernetes.io/component: webhook
+app.kubernetes.io/name: longhorn-guard
+{{- end -}}
+
+{{/*
+The image reference: repository@digest when a digest is set, else repository:tag (tag empty:
+the chart's appVersion).
+*/}}
+{{- define "longhorn-guard.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the pods mount: tls.existingSecret, else "<fullname>-tls". */}}
+{{- define "longhorn-guard.tlsSecret" -}}
+{{- .Values.tls.existingSecret | default (printf "%s-tls" (include "longhorn-guard.fullname" .)) -}}
+{{- end -}}
+
+{{/*
+The policy file's text: .Values.policy with gate.image defaulted to the server's image.
+*/}}
+{{- define "longhorn-guard.policy" -}}
+{{- $policy := deepCopy .Values.policy -}}
+{{- $gate := $policy.gate | default dict -}}
+{{- if not $gate.image -}}
+{{- $_ := set $gate "image" (include "longhorn-guard.image" .) -}}
+{{- end -}}
+{{- $_ := set $policy "gate" $gate -}}
+{{- toYaml $policy -}}
+{{- end -}}
+
+{{/*
+The policy ConfigMap's name: "<fullname>-policy-" and the content hash kustomize's
+configMapGenerator gives it (sha256 of the JSON {"data", "kind": "ConfigMap", "name": ""}, the
+generator hashing before it names; the first 10 hex digits with 0 1 3 a e spelled g h k m t):
+a new policy is a new ConfigMap, so it rolls the pods, and the same content gets the same
+suffix as from manifests/base. tests/chart checks the suffix against kustomize's own.
+*/}}
+{{- define "longhorn-guard.policyConfigMap" -}}
+{{- /* The text as the ConfigMap holds it: a block scalar, so one final newline. */ -}}
+{{- $data := dict "policy.yaml" (printf "%s\n" (include "longhorn-guard.policy" .)) -}}
+{{- $hash := dict "data" $data "kind" "ConfigMap" "name" "" | toJson | sha256sum | trunc 10 -}}
+{{- $hash = $hash | replace "0" "g" | replace "1" "h" | replace "3" "k" | replace "a" "m" | replace "e" "t" -}}
+{{- printf "%s-policy-%s" (include "longhorn-guard.fullname" .) $hash -}}
+{{- end -}}
+
+{{/*
+The webhooks' clientConfig for PATH: the Service, and the CA unless cert-manager injects it.
+Needs the dict {"root": ., "path": PATH, "caBundle": base64 PEM or ""}.
+*/}}
+{{- define "longhorn-guard.clientConfig" -}}
+clientConfig:
+  {{- if .caBundle }}
+  caBundle: {{ .caBundle }}
+  {{- end }}
+  service:
+    name: {{ include "longhorn-guard.fullname" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+{{- end -}}
+
+{{/* namespaceSelector of the namespaced entries: longhorn-system only, never this one or kube-system. */}}
+{{- define "longhorn-guard.namespaceSelector" -}}
+namespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: In
+      values: ["longhorn-system"]
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: [{{ .Release.Namespace | quote }}, "kube-system"]
+{{- end -}}
