@@ -64,6 +64,8 @@ SCRIPT_NAME=e2e
 . "$E2E/check-cluster.sh"
 # shellcheck source=e2e/replicas-deny.sh
 . "$E2E/replicas-deny.sh"
+# shellcheck source=e2e/doctor.sh
+. "$E2E/doctor.sh"
 
 # run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
 run() {
@@ -110,6 +112,7 @@ cleanup() {
 	log "cleanup"
 	stop_webhook
 	replicas_deny_cleanup
+	doctor_cleanup
 	if [ "$APISERVER" = own ]; then
 		# The whole control plane is thrown away: nothing to delete object by object.
 		"$E2E/start-apiserver.sh" stop "$APISERVER_DIR"
@@ -207,6 +210,9 @@ k -n "$LH_NS" get volumes.longhorn.io,replicas.longhorn.io,pods -l "$LABEL" \
 
 # ---------------------------------------------------------------- check cluster (e2e/check-cluster.sh)
 check_cluster_checks
+
+# ---------------------------------------------------------------- check drain's doctor (e2e/doctor.sh)
+doctor_checks
 
 # ---------------------------------------------------------------- webhook
 if [ "$MODE" = local ]; then

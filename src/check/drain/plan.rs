@@ -106,12 +106,26 @@ fn cordon(view: &mut ClusterView, node: &str, now: SystemTime) -> Option<Node> {
     Some(original)
 }
 
-/// The plan as a table: NODE, NOW, BATCH, WAITS FOR; then a summary.
+/// Blockers the table shows per node.
+const SHOWN: usize = 3;
+
+/// The plan as a table: NODE, NOW, BATCH, WAITS FOR (at most [`SHOWN`] blockers a node); then
+/// a summary.
 pub fn table(p: &Plan) -> String {
     let mut rows: Vec<[String; 4]> = vec![["NODE".into(), "NOW".into(), "BATCH".into(), "WAITS FOR".into()]];
     for n in &p.nodes {
         let waits = if !n.waits_for.is_empty() {
-            n.waits_for.iter().map(|(v, r)| format!("{v}: {r}")).collect::<Vec<_>>().join("; ")
+            let mut w = n
+                .waits_for
+                .iter()
+                .take(SHOWN)
+                .map(|(v, r)| format!("{v}: {r}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            if n.waits_for.len() > SHOWN {
+                w.push_str(&format!(" (+{} more; --output json lists all)", n.waits_for.len() - SHOWN));
+            }
+            w
         } else if !n.strands_with_batch.is_empty() {
             format!("the batch: drained with it, it would strand {}", n.strands_with_batch.join(", "))
         } else {
