@@ -1,5 +1,7 @@
 # Shell helpers shared by e2e/run.sh (`make e2e`) and e2e/scale.sh (`make scale`). Sourced, not run.
 # Expects: KUBECTL, CRDS (the Longhorn CRD file), LH_NS, GUARD_NS, ROOT; SCRIPT_NAME for messages.
+# Also sourced by e2e/cluster.sh (the real-kubelet suite): the check helpers below count into
+# PASSED/FAILED/FAILURES, which the sourcing script initialises.
 
 k() { "$KUBECTL" --request-timeout=20s "$@"; }
 log() { printf '\n== %s\n' "$*"; }
@@ -111,4 +113,44 @@ guard_kubeconfig() {
 		contexts: [{name: e2e, context: {cluster: e2e, user: longhorn-guard}}]
 		current-context: e2e
 	EOF
+}
+
+# run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
+run() {
+	printf '$ %s\n' "$*"
+	set +e
+	OUT=$("$@" 2>&1)
+	RC=$?
+	set -e
+	if [ -n "$OUT" ]; then printf '%s\n' "$OUT" | sed 's/^/    /'; fi
+	printf '    [exit code: %s]\n' "$RC"
+}
+
+pass() {
+	PASSED=$((PASSED + 1))
+	printf 'ok   - %s\n' "$1"
+}
+fail() {
+	FAILED=$((FAILED + 1))
+	FAILURES+=("$1")
+	printf 'FAIL - %s\n' "$1"
+}
+
+# expect DESCRIPTION CONDITION...: one check; CONDITION is evaluated with `eval`-free test
+# functions below, e.g. `expect "x" rc_is 0 && contains "foo"` is written as separate args.
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+rc_is() { [ "$RC" -eq "$1" ]; }
+rc_not() { [ "$RC" -ne "$1" ]; }
+has() { grep -qF -- "$1" <<<"$OUT"; }
+# A `Warning:` line from the API server other than kubectl's own note about objects made
+# with `kubectl create` (missing last-applied-configuration).
+warned() { grep '^Warning: ' <<<"$OUT" | grep -qv 'last-applied-configuration'; }
+lacks() { ! grep -qF -- "$1" <<<"$OUT"; }
+all() {
+	local c
+	for c in "$@"; do eval "$c" || return 1; done
 }
