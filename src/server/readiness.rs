@@ -1,6 +1,8 @@
 //! `/readyz` that follows the cluster view. A replica whose view has been unproven
 //! ([`Unproven`]) for `--unready-after`, with no consistent read (probe or confirmation)
-//! answered since, answers 503 with the reason: it can neither allow from its view nor confirm
+//! answered since, answers 503 with the reason. A view too old to be trusted has been unproven
+//! since its data last arrived (its age counts, not only the time past `drain.maxViewAge`), so
+//! a replica whose API server went silent is unready `--unready-after` after its last proof: it can neither allow from its view nor confirm
 //! with reads, so every eviction it gets is a 429 "could not confirm". A Service then sends the
 //! reviews to a replica that can answer. It is ready again as soon as the view is proven, or
 //! a consistent read is answered. docs/drain.md, "Readiness", has the trade-off.
@@ -45,7 +47,8 @@ pub enum Verdict {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Since when the view is unproven (monotonic, wall).
+    /// Since when the view is unproven (monotonic, wall), as far as observed; for a stale
+    /// view, since its data last arrived.
     unproven_since: Option<(Instant, SystemTime)>,
     /// Unready now, and for which reason label.
     unready: Option<&'static str>,
@@ -75,7 +78,13 @@ impl Readiness {
             flip_ready(&mut st, "proven");
             return Verdict::Ready;
         };
-        let (since, _) = *st.unproven_since.get_or_insert((now, wall));
+        let observed = st.unproven_since.get_or_insert((now, wall));
+        if let Unproven::Stale { age: Some(age) } = &why {
+            if let Some(data) = now.checked_sub(*age).filter(|d| *d < observed.0) {
+                *observed = (data, wall - *age);
+            }
+        }
+        let (since, _) = *observed;
         if why == Unproven::NotSynced {
             return Verdict::NotSynced;
         }
