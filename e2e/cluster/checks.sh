@@ -16,6 +16,7 @@ run_checks() {
 	check_attached_drain
 	check_gate
 	check_rollout
+	guard_log_levels
 	local extra
 	for extra in ${E2E_CLUSTER_EXTRA:-}; do
 		log "extra: $extra $KUBECONFIG $GUARD_IMAGE"
@@ -31,4 +32,15 @@ run_checks() {
 	for f in "${FAILURES[@]}"; do printf 'FAIL - %s\n' "$f"; done
 	printf '%s passed, %s failed\n' "$PASSED" "$FAILED"
 	[ "$FAILED" -eq 0 ]
+}
+
+# guard_log_levels: what the running replicas logged above INFO (each distinct message once):
+# a manifest that the kubelet runs differently than promised shows up here first.
+guard_log_levels() {
+	local pod
+	log "longhorn-guard's own WARN/ERROR log lines (current replicas)"
+	for pod in $(guard_pods | awk '{print $1}'); do
+		k -n "$GUARD_NS" logs "$pod" 2>/dev/null | grep -E '"level":"(WARN|ERROR)"' |
+			sed -E 's/.*"level":"([A-Z]+)","message":"([^"]*)".*/\1 \2/' | sort | uniq -c | sed "s|^|    $pod: |" || true
+	done
 }

@@ -14,32 +14,20 @@ start_bg() {
 	echo $! >"$DIR/pids/$name.pid"
 }
 
-# stop_named NAME: SIGTERM, SIGKILL after 10 s, for the pid this harness recorded.
+# stop_named NAME: the pid this harness recorded, by lib.sh's stop_pid (SIGTERM, SIGKILL after 30 s).
 stop_named() {
-	local f=$DIR/pids/$1.pid pid
+	local f=$DIR/pids/$1.pid
 	[ -f "$f" ] || return 0
-	pid=$(cat "$f")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill "$pid" 2>/dev/null || true
-		for _ in $(seq 1 20); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.5
-		done
-		kill -9 "$pid" 2>/dev/null || true
-	fi
+	stop_pid "$(cat "$f")"
 	rm -f "$f"
 }
 
-issue() { # NAME SUBJECT [SAN]: an EC key and a certificate signed by the cluster CA
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$2" \
-		-keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
-	if [ -n "${3:-}" ]; then
-		printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$3" >"$PKI/$1.ext"
-	else
-		printf 'extendedKeyUsage=clientAuth\n' >"$PKI/$1.ext"
-	fi
-	openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
-		-days 2 -extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
+issue() { # NAME SUBJECT [SAN]: an EC key and a certificate the cluster CA signs, in one step
+	local san=()
+	[ -z "${3:-}" ] || san=(-addext "subjectAltName=$3")
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "$2" \
+		-CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -keyout "$PKI/$1.key" -out "$PKI/$1.crt" \
+		-addext "basicConstraints=critical,CA:FALSE" -addext "extendedKeyUsage=serverAuth,clientAuth" "${san[@]}" 2>/dev/null
 }
 
 kubeconfig_for() { # NAME: DIR/pki/NAME.kubeconfig with NAME's client certificate

@@ -78,7 +78,7 @@ check_blocked_drain() {
 # holds the instance manager until the engine is gone; the harness detaches the engine once the
 # workload pod is gone, as Longhorn would.
 check_attached_drain() {
-	local im wpod t_wgone t_detach t_done rc held
+	local im wpod t_wgone t_detach t_evicted t_done rc held
 	log "b. drain of node-1 with vol-b attached there for a workload"
 	k apply -f - >/dev/null <<-EOF
 		apiVersion: apps/v1
@@ -110,12 +110,14 @@ check_attached_drain() {
 		all '[ "$held" = yes ]' 'drain_says node-1 vol-b'
 	lh detach vol-b
 	t_detach=$(now_s)
+	wait_for 60 gone -n "$LH_NS" get pod "$im" || true
+	t_evicted=$(now_s)
 	wait "$DRAIN_PID" && rc=0 || rc=$?
 	t_done=$(now_s)
 	check "kubectl drain node-1 finishes once the engine is detached (exit $rc)" test "$rc" = 0
 	check "node-1's kubelet stopped the instance-manager container" wait_for 40 eval '! im_task_running node-1 "$im"'
-	printf '    timeline (s from drain start): workload pod gone %s, engine detached %s, drain done %s (%s denials)\n' \
-		"$(secs "$DRAIN_T0" "$t_wgone")" "$(secs "$DRAIN_T0" "$t_detach")" "$(secs "$DRAIN_T0" "$t_done")" "$(denials node-1)"
+	printf '    timeline (s from drain start): workload pod gone %s, engine detached %s, instance manager evicted %s, drain done %s (%s denials; the drain also waits for guard pods: 15 s shutdown delay)\n' \
+		"$(secs "$DRAIN_T0" "$t_wgone")" "$(secs "$DRAIN_T0" "$t_detach")" "$(secs "$DRAIN_T0" "$t_evicted")" "$(secs "$DRAIN_T0" "$t_done")" "$(denials node-1)"
 	k -n default delete deployment workload-b --wait=false >/dev/null
 	lh delete-volume vol-b
 	restore_node node-1
