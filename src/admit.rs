@@ -61,11 +61,21 @@ pub struct Admitter {
     pub confirmer: Option<Confirmer>,
     /// The last `check cluster` run, exported on `/metrics` when set (`serve --check-interval`).
     pub checks: Option<crate::check::cluster::metrics::SharedChecks>,
+    /// The longest a confirmation may take (`serve --confirm-timeout`), inside the request's
+    /// own deadline; `None`: the deadline alone.
+    pub confirm_timeout: Option<Duration>,
 }
 
 impl Admitter {
     pub fn new(view: SharedView, policy: Arc<Policy>, confirmer: Option<Confirmer>) -> Self {
-        Self { view, policy, confirmer, checks: None }
+        Self { view, policy, confirmer, checks: None, confirm_timeout: None }
+    }
+
+    /// Gives up on a confirmation after `timeout` (a 429 "could not confirm"), whatever the
+    /// request's deadline leaves.
+    pub fn with_confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.confirm_timeout = Some(timeout);
+        self
     }
 
     /// Exports these cluster check results on `/metrics`.
@@ -122,7 +132,7 @@ impl Admitter {
         // the 429 "could not confirm" answer, not the caller's own timeout (a 5xx, which the
         // API server would treat as a webhook failure).
         let margin = (deadline / 10).max(Duration::from_millis(100));
-        let budget = deadline.saturating_sub(margin);
+        let budget = deadline.saturating_sub(margin).min(self.confirm_timeout.unwrap_or(Duration::MAX));
         let started = Instant::now();
         let failed = |why: &str| {
             (policy::drain::unconfirmed(node, deleting, why, &self.policy), ConfirmResult::Failed)
