@@ -209,7 +209,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         let view = app.admitter.view.read();
         app.metrics.render(&view, &app.admitter.policy, &app.tls.stats, SystemTime::now())
     };
-    if let Some(checks) = &app.admitter.checks {
+    if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         crate::check::cluster::metrics::render(&mut body, &status);
     }
@@ -252,6 +252,7 @@ mod tests {
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
         let app = AppState {
             admitter,
+            checks: None,
             metrics: Default::default(),
             limits: Default::default(),
             shutting_down: Default::default(),
