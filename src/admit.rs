@@ -48,11 +48,21 @@ pub struct Admitter {
     pub policy: Arc<Policy>,
     /// Present in watch mode; absent for snapshots, which never need confirming.
     pub confirmer: Option<Confirmer>,
+    /// The longest a confirmation may take (`serve --confirm-timeout`), inside the request's
+    /// own deadline; `None`: the deadline alone.
+    pub confirm_timeout: Option<Duration>,
 }
 
 impl Admitter {
     pub fn new(view: SharedView, policy: Arc<Policy>, confirmer: Option<Confirmer>) -> Self {
-        Self { view, policy, confirmer }
+        Self { view, policy, confirmer, confirm_timeout: None }
+    }
+
+    /// Gives up on a confirmation after `timeout` (a 429 "could not confirm"), whatever the
+    /// request's deadline leaves.
+    pub fn with_confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.confirm_timeout = Some(timeout);
+        self
     }
 
     /// Parses, decides and logs one AdmissionReview body. `deadline` bounds a confirmation
@@ -103,7 +113,7 @@ impl Admitter {
         // the 429 "could not confirm" answer, not the caller's own timeout (a 5xx, which the
         // API server would treat as a webhook failure).
         let margin = (deadline / 10).max(Duration::from_millis(100));
-        let budget = deadline.saturating_sub(margin);
+        let budget = deadline.saturating_sub(margin).min(self.confirm_timeout.unwrap_or(Duration::MAX));
         let started = Instant::now();
         let failed = |why: &str| {
             (policy::drain::unconfirmed(node, deleting, why, &self.policy), ConfirmResult::Failed)

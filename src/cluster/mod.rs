@@ -15,6 +15,7 @@ pub mod nameset;
 pub mod objects;
 pub mod probe;
 pub mod proof;
+mod proven;
 mod queries;
 pub mod readset;
 pub mod relist;
@@ -36,6 +37,7 @@ pub use draining::Draining;
 pub use freshness::{Freshness, Source};
 pub use kinds::{Object, ObjectKind};
 pub use objects::*;
+pub use proven::Unproven;
 pub use relist::Relist;
 
 /// The read-only cluster picture with secondary indexes.
@@ -78,6 +80,8 @@ pub struct ClusterView {
     proofs: proof::Proofs,
     /// Failing kinds whose watch was only interrupted: its next BOOKMARK clears them.
     interrupted: BTreeSet<ObjectKind>,
+    /// When a consistent read (a probe or a confirmation) was last answered ([`ClusterView::note_read_answered`]).
+    read_answered: Option<std::time::Instant>,
 }
 
 impl ClusterView {
@@ -110,6 +114,7 @@ impl ClusterView {
             failing: BTreeSet::new(),
             proofs: proof::Proofs::default(),
             interrupted: BTreeSet::new(),
+            read_answered: None,
         }
     }
 

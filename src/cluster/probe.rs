@@ -77,7 +77,11 @@ async fn probe(client: &kube::Client, view: &SharedView, t: &Target) {
     match answer {
         Ok(Ok(list)) => match list.metadata.resource_version {
             Some(rv) => {
-                if view.update(|v| v.note_probe(t.kind, &rv, wall, mono)) {
+                let proven = view.update(|v| {
+                    v.note_read_answered(Instant::now());
+                    v.note_probe(t.kind, &rv, wall, mono)
+                });
+                if proven {
                     super::stats::global().proof(t.kind);
                 }
             }

@@ -94,6 +94,19 @@ pub struct ServeArgs {
     /// and push memory towards the limit.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONFIRMATIONS")]
     pub max_confirmations: u32,
+    /// The longest one confirmation may take before the eviction gets its 429 "could not
+    /// confirm" (inside --request-timeout in any case). Default 3s: a confirmation at 10,000
+    /// volumes takes about 0.6 s, and an API server that cannot complete one (its etcd member
+    /// cut off) then costs kubectl drain 3 s a retry, far from the API server's webhook timeout.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = positive_duration, env = "LONGHORN_GUARD_CONFIRM_TIMEOUT")]
+    pub confirm_timeout: Duration,
+    /// How long the cluster view may stay unproven (a watch failing, or data past
+    /// drain.maxViewAge that no probe proves) with no consistent read answered, before
+    /// `/readyz` turns 503 with the reason, so that a Service sends reviews to a replica that
+    /// can answer; 200 again once proven (docs/drain.md, "Readiness"). Default: twice
+    /// drain.maxViewAge. 0s: readiness does not follow the view. Watch mode only.
+    #[arg(long, value_name = "DURATION", value_parser = duration, env = "LONGHORN_GUARD_UNREADY_AFTER")]
+    pub unready_after: Option<Duration>,
 }
 
 /// An `IP:port` to listen on: a host name or a missing port is a usage error (exit 2).

@@ -16,6 +16,7 @@ pub mod cap;
 pub mod conn;
 mod listener;
 pub mod metrics;
+pub mod readiness;
 pub mod routes;
 mod view_gauges;
 
@@ -50,6 +51,12 @@ pub struct Limits {
     pub max_connections: u32,
     /// Serve only clients with a certificate from this CA file (`--client-ca`).
     pub client_ca: Option<PathBuf>,
+    /// How long the view may stay unproven before `/readyz` turns 503 (`--unready-after`);
+    /// `None`: twice `drain.maxViewAge`; zero: never ([`readiness`]).
+    pub unready_after: Option<Duration>,
+    /// The view's age counts for readiness (probes run); else only failing watches and
+    /// unreadable objects do.
+    pub unready_by_age: bool,
 }
 
 impl Default for Limits {
@@ -64,6 +71,8 @@ impl Default for Limits {
             tls_reload_interval: Duration::from_secs(2),
             max_connections: 512,
             client_ca: None,
+            unready_after: None,
+            unready_by_age: true,
         }
     }
 }
@@ -110,6 +119,8 @@ pub(crate) struct AppState {
     pub(crate) tls: Arc<ReloadingCert>,
     /// The memory every request body in flight shares ([`body`]).
     pub(crate) bodies: body::BodyBudget,
+    /// What `/readyz` answers for the cluster view ([`readiness`]).
+    pub(crate) readiness: readiness::Readiness,
 }
 
 /// A running server.
@@ -166,6 +177,7 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr =
             listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
+        let rule = readiness_rule(&config);
         let state = Arc::new(AppState {
             admitter: config.admitter,
             checks: config.checks,
@@ -175,6 +187,7 @@ impl Server {
             accepting: Arc::new(AtomicBool::new(true)),
             tls: cert.clone(),
             bodies: body::BodyBudget::new(config.limits.max_body_bytes),
+            readiness: readiness::Readiness::new(rule),
         });
         let (shutting_down, accepting) = (state.shutting_down.clone(), state.accepting.clone());
         let (tx, rx) = watch::channel(false);
@@ -182,8 +195,40 @@ impl Server {
         tokio::spawn(
             cert.watch(config.limits.tls_reload_interval, async move { stopped(&mut reload_rx).await }),
         );
+        let mut tick_rx = rx.clone();
+        let ticked = state.clone();
+        tokio::spawn(async move {
+            let ticks = async {
+                loop {
+                    tokio::time::sleep(readiness::TICK).await;
+                    ticked.observe_readiness();
+                }
+            };
+            tokio::select! {
+                () = ticks => {}
+                () = stopped(&mut tick_rx) => {}
+            }
+        });
         let task = tokio::spawn(listener::serve(listener, tls_config, state, rx));
         Ok((addr, ServerHandle { addr, shutdown: tx, shutting_down, accepting, task }))
+    }
+}
+
+/// The readiness rule of `config`: `--unready-after`, or twice the policy's `drain.maxViewAge`.
+fn readiness_rule(config: &ServerConfig) -> readiness::Rule {
+    let max_view_age = config.admitter.policy.drain.max_view_age;
+    readiness::Rule {
+        unready_after: config.limits.unready_after.unwrap_or(max_view_age.saturating_mul(2)),
+        max_view_age,
+        by_age: config.limits.unready_by_age,
+    }
+}
+
+impl AppState {
+    /// What `/readyz` answers for the view now ([`readiness::Readiness::observe`]).
+    pub(crate) fn observe_readiness(&self) -> readiness::Verdict {
+        let view = self.admitter.view.read();
+        self.readiness.observe(&view, std::time::Instant::now(), std::time::SystemTime::now())
     }
 }
 
@@ -262,16 +307,24 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             (Admitter::new(SharedView::new(view), policy.clone(), None), checks, None)
         }
         None => {
-            let client = crate::cluster::client::try_default().await.map_err(|e| {
+            let no_access = |e: kube::Error| {
                 format!(
                     "no --state given and no Kubernetes API access (in-cluster config or KUBECONFIG): {e}"
                 )
-            })?;
+            };
+            let config = crate::cluster::client::infer().await.map_err(no_access)?;
             let fresh = ClusterView::new(Source::Watch);
             let view = SharedView::new(
                 fresh.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
             );
             let probing = !args.freshness_probe_interval.is_zero();
+            // While the view is unproven, every API request opens a new connection.
+            let renew = crate::cluster::client::renew_while_unproven(
+                view.clone(),
+                policy.drain.max_view_age,
+                probing,
+            );
+            let client = crate::cluster::client::build_renewing(config, renew).map_err(no_access)?;
             let tuning = crate::cluster::watch::tuning(probing);
             let watched = crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning);
             let probes = probing.then(|| {
@@ -302,7 +355,8 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 confirmer,
                 args.max_confirmations as usize,
             ));
-            let admitter = Admitter::new(view.clone(), policy.clone(), confirmer);
+            let admitter = Admitter::new(view.clone(), policy.clone(), confirmer)
+                .with_confirm_timeout(args.confirm_timeout);
             let checks = (!args.check_interval.is_zero()).then(|| {
                 let checks = SharedChecks::default();
                 tokio::spawn(crate::check::cluster::metrics::refresh_loop(
@@ -327,6 +381,8 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         tls_reload_interval: args.tls_reload_interval,
         max_connections: args.max_connections,
         client_ca: args.client_ca.clone(),
+        unready_after: args.unready_after,
+        unready_by_age: !args.freshness_probe_interval.is_zero(),
     };
     match Server::bind(ServerConfig { listen, tls, admitter, limits, checks }).await {
         Ok((addr, handle)) => Ok((addr, handle, watches)),

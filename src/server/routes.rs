@@ -193,14 +193,13 @@ async fn readyz(State(app): State<Arc<AppState>>) -> Response {
     if app.shutting_down.load(Ordering::Relaxed) {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     }
-    let fresh = app.admitter.view.read().freshness().clone();
-    if fresh.synced {
-        text(StatusCode::OK, "ok")
-    } else {
-        text(
+    match app.observe_readiness() {
+        super::readiness::Verdict::Ready => text(StatusCode::OK, "ok"),
+        super::readiness::Verdict::NotSynced => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "cluster view not synced yet: waiting for the initial list of every watched kind",
-        )
+        ),
+        super::readiness::Verdict::Unready(why) => text(StatusCode::SERVICE_UNAVAILABLE, &why),
     }
 }
 
@@ -209,6 +208,8 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         let view = app.admitter.view.read();
         app.metrics.render(&view, &app.admitter.policy, &app.tls.stats, SystemTime::now())
     };
+    app.observe_readiness();
+    crate::exposition::append(&mut body, app.readiness.gauges());
     if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         crate::check::cluster::metrics::render(&mut body, &status);
@@ -259,6 +260,11 @@ mod tests {
             accepting: Default::default(),
             tls,
             bodies: crate::server::body::BodyBudget::new(crate::server::Limits::default().max_body_bytes),
+            readiness: crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
+                unready_after: Duration::from_secs(10),
+                max_view_age: Duration::from_secs(5),
+                by_age: true,
+            }),
         };
         (Arc::new(app), dir)
     }

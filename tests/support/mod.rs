@@ -4,6 +4,7 @@
 
 pub mod apiserver;
 pub mod generated;
+pub mod proxy;
 pub mod watchapi;
 
 use std::net::SocketAddr;
@@ -83,10 +84,15 @@ impl TestServer {
 
     /// Serves `admitter` with fresh certificates and [`test_limits`].
     pub async fn with_admitter(admitter: Admitter) -> Self {
+        Self::serve_admitter(admitter, test_limits()).await
+    }
+
+    /// Serves `admitter` with fresh certificates and `limits`.
+    pub async fn serve_admitter(admitter: Admitter, limits: Limits) -> Self {
         let certs = tempfile::tempdir().unwrap();
         longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
         let tls = TlsFiles::in_dir(certs.path());
-        Self::serve(certs, tls, admitter, test_limits(), None).await
+        Self::serve(certs, tls, admitter, limits, None).await
     }
 
     /// [`Self::with_admitter`], exporting these `check cluster` results on `/metrics`.
@@ -118,6 +124,14 @@ pub async fn tls_listener() -> (tempfile::TempDir, tokio_rustls::TlsAcceptor, to
     install_provider();
     let certs = tempfile::tempdir().unwrap();
     longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    tls_listener_in(certs).await
+}
+
+/// [`tls_listener`] serving the certificates already in `certs` (`tls.crt`, `tls.key`).
+pub async fn tls_listener_in(
+    certs: tempfile::TempDir,
+) -> (tempfile::TempDir, tokio_rustls::TlsAcceptor, tokio::net::TcpListener) {
+    install_provider();
     let cert = Arc::new(
         longhorn_guard::tls::ReloadingCert::load(
             TlsFiles::in_dir(certs.path()),

@@ -8,7 +8,7 @@
 //! server sends after etcd compaction.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -44,6 +44,11 @@ struct Shared {
     /// Watch requests whose path contains the first element are refused with a 500 while the
     /// count lasts.
     refused: Mutex<(String, usize)>,
+    /// LISTs are answered 500 "etcdserver: request timed out" (an etcd member cut off).
+    lists_fail: AtomicBool,
+    /// TLS connections accepted, and requests that asked to close theirs (`Connection: close`).
+    connections: AtomicUsize,
+    closing: AtomicUsize,
 }
 
 /// A running stand-in; the task ends when it is dropped.
@@ -65,7 +70,22 @@ impl Drop for WatchApi {
 impl WatchApi {
     /// Serves `items` (objects with apiVersion, kind and metadata) at resource version 1.
     pub async fn start(items: Vec<Value>) -> Self {
-        let (certs, acceptor, listener) = super::tls_listener().await;
+        Self::serve(items, super::tls_listener().await).await
+    }
+
+    /// [`WatchApi::start`] with `other`'s certificates (a second API server of one cluster).
+    pub async fn start_beside(items: Vec<Value>, other: &WatchApi) -> Self {
+        let certs = tempfile::tempdir().unwrap();
+        for f in ["ca.crt", "tls.crt", "tls.key"] {
+            std::fs::copy(other.certs.path().join(f), certs.path().join(f)).unwrap();
+        }
+        Self::serve(items, super::tls_listener_in(certs).await).await
+    }
+
+    async fn serve(
+        items: Vec<Value>,
+        (certs, acceptor, listener): (tempfile::TempDir, tokio_rustls::TlsAcceptor, tokio::net::TcpListener),
+    ) -> Self {
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
             items: Mutex::new(items),
@@ -78,6 +98,9 @@ impl WatchApi {
             held: Mutex::new(Vec::new()),
             history: Mutex::new(Vec::new()),
             refused: Mutex::new((String::new(), 0)),
+            lists_fail: AtomicBool::new(false),
+            connections: AtomicUsize::new(0),
+            closing: AtomicUsize::new(0),
         });
         let task = {
             let shared = shared.clone();
@@ -92,6 +115,7 @@ impl WatchApi {
                     tokio::spawn(async move {
                         let mut down = shared.up.subscribe();
                         let Ok(tls) = acceptor.accept(tcp).await else { return };
+                        shared.connections.fetch_add(1, Ordering::SeqCst);
                         let svc = {
                             let shared = shared.clone();
                             hyper::service::service_fn(move |req| answer(shared.clone(), req))
@@ -112,10 +136,31 @@ impl WatchApi {
 
     /// A counting client (as `serve` builds it) trusting only this server's CA.
     pub fn client(&self) -> kube::Client {
-        let mut config =
-            kube::Config::new(format!("https://127.0.0.1:{}", self.addr.port()).parse().unwrap());
+        longhorn_guard::cluster::client::build(self.config_at(self.addr)).unwrap()
+    }
+
+    /// A client configuration for `addr` (this server, or a proxy in front of it) trusting only
+    /// this server's CA.
+    pub fn config_at(&self, addr: std::net::SocketAddr) -> kube::Config {
+        let mut config = kube::Config::new(format!("https://127.0.0.1:{}", addr.port()).parse().unwrap());
         config.root_cert = Some(vec![super::pem_cert(&self.certs.path().join("ca.crt")).to_vec()]);
-        longhorn_guard::cluster::client::build(config).unwrap()
+        config
+    }
+
+    /// From now on (`true`) every LIST is answered `500` "etcdserver: request timed out", as
+    /// an API server on an etcd member cut off from its peers answers consistent reads.
+    pub fn fail_lists(&self, fail: bool) {
+        self.shared.lists_fail.store(fail, Ordering::SeqCst);
+    }
+
+    /// TLS connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
+    }
+
+    /// Requests so far that asked to close their connection (`Connection: close`).
+    pub fn closing_requests(&self) -> usize {
+        self.shared.closing.load(Ordering::SeqCst)
     }
 
     /// Every request so far as `path?query` (`METHOD path?query` for any but a GET).
@@ -254,6 +299,13 @@ async fn answer(
     let method =
         if req.method() == hyper::Method::GET { String::new() } else { format!("{} ", req.method()) };
     shared.requests.lock().unwrap().push(format!("{method}{path}?{query}"));
+    if req
+        .headers()
+        .get(hyper::header::CONNECTION)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"))
+    {
+        shared.closing.fetch_add(1, Ordering::SeqCst);
+    }
     let param = |name: &str| {
         query
             .split('&')
@@ -317,6 +369,10 @@ async fn answer(
             }
         });
         return Ok(reply(200, http_body_util::BodyExt::boxed(StreamBody::new(events))));
+    }
+    if shared.lists_fail.load(Ordering::SeqCst) {
+        let message = "etcdserver: request timed out".to_string();
+        return Ok(reply(500, json_body(&status(500, "InternalError", message))));
     }
     // The watcher's LIST asks for `resourceVersion=0` (any version); answer at the current one.
     let plain: Vec<&str> = query.split('&').filter(|kv| !kv.starts_with("resourceVersion")).collect();

@@ -86,10 +86,16 @@ fn confirmer_with(client: kube::Client, view: SharedView, max_age: Option<std::t
         let client = client.clone();
         let expected = volumes_on_node(&view.read(), &node);
         let cache = max_age.map(|age| cached::Cached::current(&view, SystemTime::now(), age));
+        let answered = view.clone();
         Box::pin(async move {
             let read = read_node_state_cached(&client, &node, &expected, cache.as_ref());
             match tokio::time::timeout(budget, read).await {
-                Ok(read) => read.map(std::sync::Arc::new).map_err(|e| e.to_string()),
+                Ok(read) => {
+                    if read.is_ok() {
+                        answered.update(|v| v.note_read_answered(std::time::Instant::now()));
+                    }
+                    read.map(std::sync::Arc::new).map_err(|e| e.to_string())
+                }
                 Err(_) => Err(format!("the API server did not answer within {}ms", budget.as_millis())),
             }
         })

@@ -1,0 +1,228 @@
+//! `/readyz` that follows the cluster view. A replica whose view has been unproven
+//! ([`Unproven`]) for `--unready-after`, with no consistent read (probe or confirmation)
+//! answered since, answers 503 with the reason. A view too old to be trusted has been unproven
+//! since its data last arrived (its age counts, not only the time past `drain.maxViewAge`), so
+//! a replica whose API server went silent is unready `--unready-after` after its last proof: it can neither allow from its view nor confirm
+//! with reads, so every eviction it gets is a 429 "could not confirm". A Service then sends the
+//! reviews to a replica that can answer. It is ready again as soon as the view is proven, or
+//! a consistent read is answered. docs/drain.md, "Readiness", has the trade-off.
+//!
+//! [`Readiness::observe`] is called on every `/readyz` and `/metrics` and by a ticker
+//! ([`TICK`]), so flips are counted and logged when they happen, not when someone asks.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+
+use crate::cluster::{ClusterView, Unproven};
+use crate::exposition::{family, single};
+
+/// How often the server looks at the view between requests.
+pub const TICK: Duration = Duration::from_millis(250);
+
+/// When the view makes the replica unready.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    /// How long the view may stay unproven (with no consistent read answered) before `/readyz`
+    /// turns 503; zero: never for that reason.
+    pub unready_after: Duration,
+    /// `drain.maxViewAge`.
+    pub max_view_age: Duration,
+    /// The view's age counts (probes run); else only failing watches and unreadable objects.
+    pub by_age: bool,
+}
+
+/// What `/readyz` answers for the view.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Ready,
+    NotSynced,
+    /// Unready, with the reason (one line).
+    Unready(String),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Since when the view is unproven (monotonic, wall), as far as observed; for a stale
+    /// view, since its data last arrived.
+    unproven_since: Option<(Instant, SystemTime)>,
+    /// Unready now, and for which reason label.
+    unready: Option<&'static str>,
+    /// (to, reason) -> flips.
+    flips: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+/// The readiness state of one server.
+#[derive(Debug)]
+pub struct Readiness {
+    rule: Rule,
+    state: Mutex<State>,
+}
+
+impl Readiness {
+    pub fn new(rule: Rule) -> Self {
+        Self { rule, state: Mutex::default() }
+    }
+
+    /// Looks at `view` at `now`/`wall`: what `/readyz` answers, counting a flip when it changed.
+    pub fn observe(&self, view: &ClusterView, now: Instant, wall: SystemTime) -> Verdict {
+        let why = view.unproven(wall, self.rule.max_view_age, self.rule.by_age);
+        let answered = view.read_answered();
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(why) = why else {
+            st.unproven_since = None;
+            flip_ready(&mut st, "proven");
+            return Verdict::Ready;
+        };
+        let observed = st.unproven_since.get_or_insert((now, wall));
+        if let Unproven::Stale { age: Some(age) } = &why {
+            if let Some(data) = now.checked_sub(*age).filter(|d| *d < observed.0) {
+                *observed = (data, wall - *age);
+            }
+        }
+        let (since, _) = *observed;
+        if why == Unproven::NotSynced {
+            return Verdict::NotSynced;
+        }
+        // A read answered since the view became unproven shows that confirmations can work.
+        let last_answer = answered.filter(|t| *t > since);
+        let stuck_for = now.saturating_duration_since(last_answer.unwrap_or(since));
+        let after = self.rule.unready_after;
+        if after.is_zero() || stuck_for < after {
+            flip_ready(&mut st, "reads_answered");
+            return Verdict::Ready;
+        }
+        if st.unready.is_none() {
+            st.unready = Some(why.label());
+            *st.flips.entry(("unready", why.label())).or_default() += 1;
+            tracing::warn!(reason = why.label(), detail = %why, "/readyz turns 503: the cluster view cannot be proven or confirmed");
+        }
+        let reads = match last_answer {
+            Some(t) => format!(
+                "the last consistent read was answered {:.1}s ago",
+                now.duration_since(t).as_secs_f64()
+            ),
+            None => "no consistent read (probe or confirmation) was answered since".to_string(),
+        };
+        Verdict::Unready(format!(
+            "cluster view unproven for {:.1}s (--unready-after {}): {why}; {reads}; the API server or its etcd member may be cut off (docs/drain.md, \"Readiness\")",
+            now.duration_since(since).as_secs_f64(),
+            humantime::format_duration(after),
+        ))
+    }
+
+    /// The readiness metrics as of the last [`Readiness::observe`].
+    pub fn gauges(&self) -> ReadinessGauges {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let since = st
+            .unproven_since
+            .map(|(_, w)| w.duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
+        ReadinessGauges {
+            ready: st.unready.is_none(),
+            unproven_since: since.unwrap_or(0.0),
+            flips: st.flips.clone(),
+        }
+    }
+}
+
+/// Back to ready (counted under `reason`) if it was not.
+fn flip_ready(st: &mut State, reason: &'static str) {
+    if st.unready.take().is_some() {
+        *st.flips.entry(("ready", reason)).or_default() += 1;
+        tracing::info!(reason, "/readyz is 200 again: the cluster view is proven or confirmed");
+    }
+}
+
+/// The readiness metrics, copied out.
+#[derive(Clone, Debug)]
+pub struct ReadinessGauges {
+    ready: bool,
+    unproven_since: f64,
+    flips: BTreeMap<(&'static str, &'static str), u64>,
+}
+
+impl Collector for ReadinessGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &mut encoder;
+        single(e, "longhorn_guard_ready", "0 while /readyz is 503 because the cluster view cannot be proven or confirmed (--unready-after), else 1.", MetricType::Gauge, f64::from(u8::from(self.ready)))?;
+        single(e, "longhorn_guard_cluster_view_unproven_since_timestamp_seconds", "Unix time since which the cluster view is not proven current (a watch failing, an object unreadable, or data past drain.maxViewAge with no proof); 0 while proven.", MetricType::Gauge, self.unproven_since)?;
+        let mut f = family(e, "longhorn_guard_readiness_flips", "Times /readyz turned unready (to=\"unready\", by what kept the view unproven) or ready again (to=\"ready\": proven, or a consistent read answered).", MetricType::Counter)?;
+        for ((to, reason), n) in &self.flips {
+            f.labelled(&[("to", *to), ("reason", *reason)], *n as f64)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ObjectKind, Source};
+
+    fn synced(now: SystemTime) -> ClusterView {
+        let mut v = ClusterView::new(Source::Watch);
+        for kind in ObjectKind::ALL {
+            v.replace_kind(kind, Vec::new(), now);
+        }
+        v.mark_synced();
+        v
+    }
+
+    const RULE: Rule =
+        Rule { unready_after: Duration::from_secs(10), max_view_age: Duration::from_secs(5), by_age: true };
+
+    #[test]
+    fn unready_after_the_bound_with_a_reason_and_ready_again_once_proven() {
+        let (t0, w0) = (Instant::now(), SystemTime::now());
+        let r = Readiness::new(RULE);
+        let mut v = synced(w0);
+        assert_eq!(r.observe(&v, t0, w0), Verdict::Ready);
+        v.note_watch_failed(ObjectKind::Replica);
+        assert_eq!(r.observe(&v, t0, w0), Verdict::Ready, "not stuck yet");
+        let s = Duration::from_secs;
+        assert_eq!(r.observe(&v, t0 + s(9), w0), Verdict::Ready);
+        let Verdict::Unready(why) = r.observe(&v, t0 + s(10), w0) else { panic!("unready at the bound") };
+        assert!(why.starts_with("cluster view unproven for 10.0s (--unready-after 10s): watches failing: replicas.longhorn.io; no consistent read"), "{why}");
+        let g = r.gauges();
+        assert!(!g.ready && g.unproven_since > 0.0, "{g:?}");
+        // A read answered says confirmations work again: ready, counted as such.
+        v.note_read_answered(t0 + s(11));
+        assert_eq!(r.observe(&v, t0 + s(12), w0), Verdict::Ready);
+        assert!(
+            matches!(r.observe(&v, t0 + s(21), w0), Verdict::Unready(_)),
+            "stuck again 10s after that read"
+        );
+        v.replace_kind(ObjectKind::Replica, Vec::new(), w0);
+        assert_eq!(r.observe(&v, t0 + s(22), w0), Verdict::Ready);
+        let g = r.gauges();
+        assert!(g.ready && g.unproven_since == 0.0, "{g:?}");
+        let flips: Vec<_> = g.flips.into_iter().collect();
+        assert_eq!(
+            flips,
+            [(("ready", "proven"), 1), (("ready", "reads_answered"), 1), (("unready", "watches_failing"), 2)]
+        );
+    }
+
+    #[test]
+    fn an_old_view_counts_only_with_probes_and_zero_turns_it_off() {
+        let (t0, w0) = (Instant::now(), SystemTime::now());
+        let s = Duration::from_secs;
+        let v = synced(w0 - s(30));
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&v, t0, w0), Verdict::Ready);
+        assert!(
+            matches!(r.observe(&v, t0 + s(10), w0), Verdict::Unready(why) if why.contains("no probe proved it current"))
+        );
+        let r = Readiness::new(Rule { by_age: false, ..RULE });
+        assert_eq!(r.observe(&v, t0 + s(60), w0), Verdict::Ready);
+        let r = Readiness::new(Rule { unready_after: Duration::ZERO, ..RULE });
+        r.observe(&v, t0, w0);
+        assert_eq!(r.observe(&v, t0 + s(60), w0), Verdict::Ready);
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&ClusterView::new(Source::Watch), t0, w0), Verdict::NotSynced);
+    }
+}
