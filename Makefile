@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e lint-example bench bench-https scale fuzz clean chart-test e2e-helm
+.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example bench bench-https scale fuzz clean chart-test e2e-helm
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -83,8 +83,12 @@ manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS 
 	$(KUBECTL) kustomize manifests/overlays/dev-certs > $(OUT_DIR)/manifests.yaml
 	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
 
-e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISERVER=... an API server of its own (docs/install.md)
+e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISERVER=... an API server of its own (docs/install.md); E2E_FAULTS_CLUSTER=1 adds e2e-faults
 	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/run.sh
+	if [ "$${E2E_FAULTS_CLUSTER:-0}" = 1 ]; then LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/faults-cluster.sh; fi
+
+e2e-faults: build ## etcd faults: 3 etcd members, 2 API servers, 2 guards; partition, leader and quorum loss, API-server failover (root; KUBE_APISERVER, ETCD=etcd 3.5.13+; docs/drain.md)
+	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/faults-cluster.sh
 
 scale: ## Scale harness against the cluster KUBECONFIG names: SCALE_NODES, SCALE_VOLUMES (docs/scale.md)
 	$(CARGO) build --locked --release --bin longhorn-guard --example scale_load --example admission_load

@@ -1,5 +1,14 @@
-# Shell helpers shared by e2e/run.sh (`make e2e`) and e2e/scale.sh (`make scale`). Sourced, not run.
-# Expects: KUBECTL, CRDS (the Longhorn CRD file), LH_NS, GUARD_NS, ROOT; SCRIPT_NAME for messages.
+# Shell helpers shared by e2e/run.sh (`make e2e`), e2e/faults-cluster.sh (`make e2e-faults`) and
+# e2e/scale.sh (`make scale`). Sourced, not run.
+# Expects: KUBECTL, CRDS (the Longhorn CRD file), ROOT; SCRIPT_NAME for messages.
+
+# The namespaces, label and instance managers of e2e/state (a script may set its own first).
+LH_NS=${LH_NS:-longhorn-system}
+GUARD_NS=${GUARD_NS:-longhorn-guard}
+LABEL=${LABEL:-longhorn-guard-e2e=true}
+IM1=instance-manager-5d1f0b6e2c9a47d38e4f7a1b0c2d3e4f # on node-1
+IM2=instance-manager-9b7e2d4c1a0f45e6b8c3d5f7e9a1b2c4 # on node-2
+IM3=instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e # on node-3
 
 k() { "$KUBECTL" --request-timeout=20s "$@"; }
 log() { printf '\n== %s\n' "$*"; }
@@ -111,4 +120,27 @@ guard_kubeconfig() {
 		contexts: [{name: e2e, context: {cluster: e2e, user: longhorn-guard}}]
 		current-context: e2e
 	EOF
+}
+
+# load_state: e2e/state's objects, instance-manager pods (their ownerReferences filled in) and
+# statuses, into $LH_NS (after ensure_longhorn). Needs E2E, IM1, IM2, IM3.
+load_state() {
+	local pods_json uid im f base res name ns
+	k create -f "$E2E/state/objects.json" >/dev/null
+	# Each pod's ownerReference names its InstanceManager: fill in that object's uid.
+	pods_json=$(cat "$E2E/state/instance-manager-pods.json")
+	for im in "$IM1" "$IM2" "$IM3"; do
+		uid=$(k -n "$LH_NS" get instancemanagers.longhorn.io "$im" -o jsonpath='{.metadata.uid}')
+		pods_json=${pods_json//"__UID:${im}__"/$uid}
+	done
+	k create -f - >/dev/null <<<"$pods_json"
+	for f in "$E2E"/state/status/*.json; do
+		base=$(basename "$f" .json)
+		case $base in
+		nodes.node-*) res=nodes name=${base#nodes.} ns=() ;;
+		pods.*) res=pods name=${base#pods.} ns=(-n "$LH_NS") ;;
+		*) res=${base%%.longhorn.io.*}.longhorn.io name=${base#*.longhorn.io.} ns=(-n "$LH_NS") ;;
+		esac
+		k "${ns[@]}" patch "$res" "$name" --subresource=status --type=merge --patch-file="$f" >/dev/null
+	done
 }

@@ -39,12 +39,7 @@ else
 	APISERVER=${E2E_APISERVER:-external}
 fi
 CRDS=${E2E_CRDS:-$ROOT/../shared/fixtures/crds/longhorn-crds.yaml}
-LH_NS=longhorn-system
-GUARD_NS=longhorn-guard
-LABEL=longhorn-guard-e2e=true
-IM1=instance-manager-5d1f0b6e2c9a47d38e4f7a1b0c2d3e4f # on node-1
-IM2=instance-manager-9b7e2d4c1a0f45e6b8c3d5f7e9a1b2c4 # on node-2
-IM3=instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e # on node-3
+# LH_NS, GUARD_NS, LABEL, IM1..IM3: e2e/lib.sh (the names of e2e/state).
 
 PASSED=0
 FAILED=0
@@ -187,23 +182,7 @@ refuse_real_longhorn longhorn-guard-e2e node-1 node-2 node-3
 # ---------------------------------------------------------------- Longhorn state
 log "Longhorn CRDs, namespace and state"
 ensure_longhorn longhorn-guard-e2e
-k create -f "$E2E/state/objects.json" >/dev/null
-# Each pod's ownerReference names its InstanceManager: fill in that object's uid.
-pods_json=$(cat "$E2E/state/instance-manager-pods.json")
-for im in "$IM1" "$IM2" "$IM3"; do
-	uid=$(k -n "$LH_NS" get instancemanagers.longhorn.io "$im" -o jsonpath='{.metadata.uid}')
-	pods_json=${pods_json//"__UID:${im}__"/$uid}
-done
-k create -f - >/dev/null <<<"$pods_json"
-for f in "$E2E"/state/status/*.json; do
-	base=$(basename "$f" .json)
-	case $base in
-	nodes.node-*) res=nodes name=${base#nodes.} ns=() ;;
-	pods.*) res=pods name=${base#pods.} ns=(-n "$LH_NS") ;;
-	*) res=${base%%.longhorn.io.*}.longhorn.io name=${base#*.longhorn.io.} ns=(-n "$LH_NS") ;;
-	esac
-	k "${ns[@]}" patch "$res" "$name" --subresource=status --type=merge --patch-file="$f" >/dev/null
-done
+load_state
 k get nodes -l "$LABEL"
 k -n "$LH_NS" get volumes.longhorn.io,replicas.longhorn.io,pods -l "$LABEL" \
 	-o custom-columns=KIND:.kind,NAME:.metadata.name,NODE:.spec.nodeID,PODNODE:.spec.nodeName,STATE:.status.state,ROBUSTNESS:.status.robustness,HEALTHY_AT:.spec.healthyAt

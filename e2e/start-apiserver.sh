@@ -13,6 +13,8 @@
 #   e2e/start-apiserver.sh compact [DIR]           # etcd: a write outside /registry, then
 #                                                  # compaction at the current revision (printed)
 #   e2e/start-apiserver.sh apiserver-start [DIR]   # kube-apiserver again; waits for /readyz
+#   e2e/start-apiserver.sh pki [DIR]               # only the certificates, in DIR/pki
+#                                                  # (e2e/faults-cluster.sh uses them)
 #
 # Needs: etcd and etcdctl (Debian: etcd-server, etcd-client), openssl, curl, and a
 # kube-apiserver binary (v1.28+ for matchConditions) that you provide in $KUBE_APISERVER. This
@@ -105,6 +107,28 @@ start_apiserver() {
 	fi
 }
 
+# make_pki: one CA for serving and client certificates (kube-apiserver's, an admin's in
+# group system:masters), a service-account signing key; in $PKI.
+make_pki() {
+	mkdir -p "$PKI"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=e2e-ca" \
+		-keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
+	issue() { # NAME SUBJECT [SAN]
+		openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
+		if [ -n "${3:-}" ]; then
+			printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$3" >"$PKI/$1.ext"
+		else
+			printf 'extendedKeyUsage=clientAuth\n' >"$PKI/$1.ext"
+		fi
+		openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+			-days 2 -extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
+	}
+	issue apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+	issue admin "/O=system:masters/CN=e2e-admin"
+	openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+}
+
 etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$ETCD_PORT" "$@"; }
 
 need_started() { [ -f "$DIR/ports.env" ] || die "no $DIR/ports.env: run '$0 start $DIR' first"; }
@@ -142,8 +166,13 @@ compact)
 	echo "$rev"
 	exit 0
 	;;
+pki)
+	command -v openssl >/dev/null || die "openssl not found"
+	make_pki
+	exit 0
+	;;
 start) ;;
-*) die "usage: $0 start|stop|apiserver-stop|apiserver-start|compact [DIR]" ;;
+*) die "usage: $0 start|stop|apiserver-stop|apiserver-start|compact|pki [DIR]" ;;
 esac
 
 [ -n "${KUBE_APISERVER:-}" ] || die "set KUBE_APISERVER to a kube-apiserver binary"
@@ -161,23 +190,7 @@ mkdir -p "$PKI"
 printf 'API_PORT=%q\nETCD_PORT=%q\nETCD_PEER_PORT=%q\nKUBE_APISERVER=%q\n' \
 	"$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$(realpath "$KUBE_APISERVER")" >"$DIR/ports.env"
 
-# One CA for serving and client certificates; a service-account signing key.
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=e2e-ca" \
-	-keyout "$PKI/ca.key" -out "$PKI/ca.crt" 2>/dev/null
-issue() { # NAME SUBJECT [SAN]
-	openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$PKI/$1.key" -out "$PKI/$1.csr" 2>/dev/null
-	if [ -n "${3:-}" ]; then
-		printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$3" >"$PKI/$1.ext"
-	else
-		printf 'extendedKeyUsage=clientAuth\n' >"$PKI/$1.ext"
-	fi
-	openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
-		-days 2 -extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
-}
-issue apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
-issue admin "/O=system:masters/CN=e2e-admin"
-openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
-openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+make_pki
 
 "$ETCD" --name e2e --data-dir "$DIR/etcd" \
 	--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
