@@ -81,7 +81,10 @@ pub async fn run(node: &str, policy: &Policy, timeout: Option<Duration>) -> Exit
     let watches = tokio::spawn(crate::cluster::watch::run(client, view.clone()));
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let code = wait_on(&view, node, policy, timeout, terminal).await;
+    // Wait for the watches to be gone: a watch still running while the runtime shuts down
+    // sees its connections closed and logs a failure after the answer.
     watches.abort();
+    let _ = watches.await;
     code
 }
 
