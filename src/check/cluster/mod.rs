@@ -10,6 +10,7 @@ pub mod finding;
 pub mod inventory;
 pub mod live;
 pub mod metrics;
+pub mod network;
 pub mod unreadable;
 
 use std::collections::BTreeMap;
