@@ -93,7 +93,7 @@ check_cluster_checks() {
 	check "snapshot-retention: vol-healthy at 80 %, with the space two of them hold" has "$(cc_line warning volume/vol-healthy \
 		"vol-healthy has 200 snapshots (snapshotMaxCount=250), holding 2.0 GiB: 80% of the limit")"
 	check "snapshot-retention: nothing for vol-detached (150 counted, 10 marked removed)" lacks "vol-detached has "
-	check "the summary line: 4 errors, 9 warnings, 1 info" has "check cluster: 4 errors, 9 warnings, 1 info (9 checks)"
+	check "the summary line: 4 errors, 9 warnings, 1 info" has "check cluster: 4 errors, 9 warnings, 1 info (10 checks)"
 	run check_cluster --output json
 	check "--output json: the same counts, exit 1" all 'rc_is 1' 'has "\"errors\": 4,"' 'has "\"warnings\": 9,"' 'has "\"object\": \"backuptarget/default\","'
 }

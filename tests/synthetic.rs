@@ -106,7 +106,7 @@ fn the_generated_snapshot_with_check_kinds_is_quiet_in_check_cluster() {
     // drain readiness speaks (3 nodes with attached volumes, the storage node free).
     let (code, table) = check_cluster_on(4, 40, 400);
     assert_eq!(code, 0, "{table}");
-    assert!(table.ends_with("check cluster: 0 errors, 3 warnings, 1 info (9 checks)\n"), "{table}");
+    assert!(table.ends_with("check cluster: 0 errors, 3 warnings, 1 info (10 checks)\n"), "{table}");
     for check in ["== backup-target", "== recurring-jobs", "== snapshot-retention", "== volume-health"] {
         assert!(!table.contains(check), "{check}: {table}");
     }

@@ -70,11 +70,27 @@ impl FakeApi {
         Self::start_full(items, Duration::ZERO, true, Some(mangle)).await
     }
 
+    /// As [`FakeApi::start`], but answering 403 Forbidden (as RBAC does) to a request whose
+    /// path is one of `forbidden`.
+    pub async fn start_forbidding(items: Vec<Value>, forbidden: &'static [&'static str]) -> Self {
+        Self::start_full_forbidding(items, Duration::ZERO, true, None, forbidden).await
+    }
+
     async fn start_with(items: Vec<Value>, hold: Duration, tables: bool) -> Self {
         Self::start_full(items, hold, tables, None).await
     }
 
     async fn start_full(items: Vec<Value>, hold: Duration, tables: bool, mangle: Option<Mangle>) -> Self {
+        Self::start_full_forbidding(items, hold, tables, mangle, &[]).await
+    }
+
+    async fn start_full_forbidding(
+        items: Vec<Value>,
+        hold: Duration,
+        tables: bool,
+        mangle: Option<Mangle>,
+        forbidden: &'static [&'static str],
+    ) -> Self {
         let (certs, acceptor, listener) = super::tls_listener().await;
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Seen::default());
@@ -97,12 +113,16 @@ impl FakeApi {
                                         .map(str::to_string);
                                     let refuse =
                                         !tables && accept.as_deref().is_some_and(|a| a.contains("as=Table"));
-                                    Ok::<_, std::convert::Infallible>(if refuse {
-                                        not_acceptable(&seen, req.uri())
-                                    } else {
-                                        answer(&seen, &items, req.uri(), accept.as_deref(), hold, mangle)
-                                            .await
-                                    })
+                                    Ok::<_, std::convert::Infallible>(
+                                        if forbidden.contains(&req.uri().path()) {
+                                            forbid(&seen, req.uri())
+                                        } else if refuse {
+                                            not_acceptable(&seen, req.uri())
+                                        } else {
+                                            answer(&seen, &items, req.uri(), accept.as_deref(), hold, mangle)
+                                                .await
+                                        },
+                                    )
                                 }
                             });
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -129,6 +149,18 @@ impl FakeApi {
     pub fn client(&self) -> kube::Client {
         longhorn_guard::cluster::client::build(self.config()).unwrap()
     }
+}
+
+/// The API server's answer when RBAC refuses a LIST.
+fn forbid(seen: &Seen, uri: &hyper::Uri) -> hyper::Response<Full<Bytes>> {
+    seen.requests.lock().unwrap().push(format!("{}?{}", uri.path(), uri.query().unwrap_or("")));
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                      "message": format!("the server does not allow this method on {}", uri.path())});
+    hyper::Response::builder()
+        .status(403)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap()
 }
 
 fn not_acceptable(seen: &Seen, uri: &hyper::Uri) -> hyper::Response<Full<Bytes>> {
@@ -220,6 +252,8 @@ pub fn collection(path: &str) -> Result<Collection, String> {
         ("longhorn.io/v1beta2", "recurringjobs") => "RecurringJob",
         ("longhorn.io/v1beta2", "snapshots") => "Snapshot",
         ("storage.k8s.io/v1", "storageclasses") => "StorageClass",
+        // What only the storage-network check reads.
+        ("apps/v1", "daemonsets") => "DaemonSet",
         // What only `check drain`'s doctor reads.
         ("policy/v1", "poddisruptionbudgets") => "PodDisruptionBudget",
         _ => return Err(format!("unexpected resource {path}")),

@@ -41,13 +41,15 @@ pub enum Check {
     VolumeHealth,
     #[serde(rename = "settings")]
     Settings,
+    #[serde(rename = "storage-network")]
+    StorageNetwork,
     #[serde(rename = "drain-readiness")]
     DrainReadiness,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 9] = [
+    pub const ALL: [Check; 10] = [
         Self::NodeConditions,
         Self::DiskSpace,
         Self::BackupTarget,
@@ -56,6 +58,7 @@ impl Check {
         Self::ReplicaCount,
         Self::VolumeHealth,
         Self::Settings,
+        Self::StorageNetwork,
         Self::DrainReadiness,
     ];
 
@@ -70,6 +73,7 @@ impl Check {
             Self::ReplicaCount => "replica-count",
             Self::VolumeHealth => "volume-health",
             Self::Settings => "settings",
+            Self::StorageNetwork => "storage-network",
             Self::DrainReadiness => "drain-readiness",
         }
     }

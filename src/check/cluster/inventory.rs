@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::network::NetworkInventory;
 use super::unreadable::Unreadable;
 use crate::cluster::meta::{kept_where, SmallMap};
 use crate::cluster::{Condition, Name, Object, ObjectKind, LONGHORN_API_VERSION};
@@ -208,6 +209,8 @@ pub struct Inventory {
     pub read: BTreeSet<&'static str>,
     /// Objects that could not be read: left out, and reported as errors.
     pub unreadable: Unreadable,
+    /// DaemonSet images and instance-manager pod annotations, for the `storage-network` check.
+    pub network: NetworkInventory,
 }
 
 /// An item's `apiVersion`, `kind` and name, as messages name it.
@@ -274,6 +277,10 @@ impl Inventory {
             }
         } else if api_version == "storage.k8s.io/v1" && kind == "StorageClass" {
             self.storage_classes.push(item.clone());
+        } else if api_version == "apps/v1" && kind == "DaemonSet" {
+            self.network.add_daemonset(item)?;
+        } else if api_version == "v1" && kind == "Pod" {
+            self.network.add_pod(item)?;
         }
         Ok(())
     }

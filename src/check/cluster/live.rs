@@ -33,7 +33,14 @@ struct Read {
     optional: bool,
     /// The inventory keeps something of this kind (else only the view does).
     inventory: bool,
+    /// Namespaced collections to read when the API server refuses this one (403); a refused
+    /// read is then recorded for its check instead of failing the run.
+    forbidden: Option<Vec<String>>,
 }
+
+/// Namespaces whose DaemonSets are read when a cluster-wide LIST is refused: where Multus
+/// (`kube-multus-ds`, `rke2-multus`) and longhorn-manager run.
+const DAEMONSET_NAMESPACES: [&str; 2] = ["kube-system", LONGHORN_NAMESPACE];
 
 fn reads() -> Vec<Read> {
     let lh = |plural: &str, kind: &'static str, optional: bool, inventory: bool| Read {
@@ -43,6 +50,7 @@ fn reads() -> Vec<Read> {
         labels: None,
         optional,
         inventory,
+        forbidden: None,
     };
     vec![
         Read {
@@ -52,6 +60,7 @@ fn reads() -> Vec<Read> {
             labels: None,
             optional: false,
             inventory: false,
+            forbidden: None,
         },
         Read {
             path: format!("/api/v1/namespaces/{LONGHORN_NAMESPACE}/pods"),
@@ -59,7 +68,23 @@ fn reads() -> Vec<Read> {
             kind: "Pod",
             labels: Some(format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}")),
             optional: false,
-            inventory: false,
+            // The storage-network check reads their Multus annotations.
+            inventory: true,
+            forbidden: None,
+        },
+        Read {
+            path: "/apis/apps/v1/daemonsets".into(),
+            api_version: "apps/v1",
+            kind: "DaemonSet",
+            labels: None,
+            optional: false,
+            inventory: true,
+            forbidden: Some(
+                DAEMONSET_NAMESPACES
+                    .iter()
+                    .map(|ns| format!("/apis/apps/v1/namespaces/{ns}/daemonsets"))
+                    .collect(),
+            ),
         },
         Read {
             path: "/apis/storage.k8s.io/v1/storageclasses".into(),
@@ -68,6 +93,7 @@ fn reads() -> Vec<Read> {
             labels: None,
             optional: false,
             inventory: true,
+            forbidden: None,
         },
         lh("volumes", "Volume", false, true),
         lh("replicas", "Replica", false, false),
@@ -116,7 +142,9 @@ pub async fn read_within(
     let objects: Mutex<Vec<Object>> = Mutex::new(Vec::new());
     let inv = read_into(client, Some(&objects), PAGE, IN_FLIGHT, page_timeout).await?;
     let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
+    let now = SystemTime::now();
+    let view = ClusterView::from_objects(Source::Direct, objects, now);
+    Ok((inv, view.derive(crate::policy::drain::derivations(), now)))
 }
 
 /// Only the [`Inventory`]: what `serve` reads on each refresh, next to the view its watches
@@ -155,6 +183,65 @@ async fn list_kind(
     page: u32,
     page_timeout: Duration,
 ) -> Result<(), String> {
+    let Some(fallback) = &r.forbidden else {
+        return list_path(client, &r, &r.path, inv, objects, page, page_timeout).await.map_err(String::from);
+    };
+    match list_path(client, &r, &r.path, inv, objects, page, page_timeout).await {
+        Err(Refused::Forbidden(reason)) => {
+            tracing::info!(path = r.path, reason, "refused; reading namespace by namespace");
+            let mut unread = vec![reason];
+            let mut read = Vec::new();
+            for path in fallback {
+                match list_path(client, &r, path, inv, objects, page, page_timeout).await {
+                    Ok(()) => read.push(namespace_of(path)),
+                    Err(Refused::Forbidden(reason)) => unread.push(reason),
+                    Err(Refused::Other(e)) => return Err(e),
+                }
+            }
+            let mut inv = inv.lock().unwrap_or_else(|p| p.into_inner());
+            inv.network.daemonsets_unread = unread;
+            inv.network.daemonsets_namespaces = read;
+            Ok(())
+        }
+        other => other.map_err(String::from),
+    }
+}
+
+/// `kube-system` of `/apis/apps/v1/namespaces/kube-system/daemonsets`.
+fn namespace_of(path: &str) -> String {
+    path.split('/').skip_while(|s| *s != "namespaces").nth(1).unwrap_or(path).to_string()
+}
+
+/// Why a collection was not read: refused (403), or any other failure.
+enum Refused {
+    Forbidden(String),
+    Other(String),
+}
+
+impl From<Refused> for String {
+    fn from(r: Refused) -> String {
+        match r {
+            Refused::Forbidden(s) | Refused::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for Refused {
+    fn from(s: String) -> Self {
+        Refused::Other(s)
+    }
+}
+
+/// Lists one collection of `r`'s kind, page by page, into the inventory (and `objects`).
+async fn list_path(
+    client: &kube::Client,
+    r: &Read,
+    path: &str,
+    inv: &Mutex<Inventory>,
+    objects: Option<&Mutex<Vec<Object>>>,
+    page: u32,
+    page_timeout: Duration,
+) -> Result<(), Refused> {
     let mut token: Option<String> = None;
     let page = match r.kind {
         "InstanceManager" => crate::cluster::readset::INSTANCE_MANAGER_LIST_PAGE.min(page),
@@ -168,23 +255,29 @@ async fn list_kind(
         if let Some(t) = &token {
             lp = lp.continue_token(t);
         }
-        let req = kube::core::Request::new(&r.path).list(&lp).map_err(|e| format!("{}: {e}", r.path))?;
+        let req = kube::core::Request::new(path).list(&lp).map_err(|e| format!("{path}: {e}"))?;
         let answer = tokio::time::timeout(page_timeout, client.request(req)).await.map_err(|_| {
             let within = humantime::format_duration(page_timeout);
-            format!("cannot list {}: the API server did not answer within {within}", r.path)
+            format!("cannot list {path}: the API server did not answer within {within}")
         })?;
         let page: Page = match answer {
             Ok(p) => p,
             Err(kube::Error::Api(e)) if r.optional && e.code == 404 => {
-                tracing::info!(path = r.path, "not served by this cluster (older Longhorn?); not checked");
+                tracing::info!(path, "not served by this cluster (older Longhorn?); not checked");
                 return Ok(());
             }
-            Err(e) => return Err(format!("cannot list {}: {e}", r.path)),
+            Err(kube::Error::Api(e)) if r.forbidden.is_some() && e.code == 403 => {
+                return Err(Refused::Forbidden(format!("{path}: {} {}", e.code, e.message)));
+            }
+            Err(e) => return Err(Refused::Other(format!("cannot list {path}: {e}"))),
         };
         let mut got = Vec::new();
         {
             let mut inv = inv.lock().unwrap_or_else(|p| p.into_inner());
             inv.read.insert(r.kind_key());
+            if r.kind == "DaemonSet" {
+                inv.network.daemonsets_read = true;
+            }
             for mut item in page.items {
                 if let Some(map) = item.as_object_mut() {
                     map.entry("apiVersion").or_insert_with(|| Value::from(r.api_version));

@@ -188,7 +188,7 @@ mod tests {
         run_once(&status, &inv, &view, &Policy::default());
         let mut out = String::new();
         render(&mut out, &status.lock().unwrap());
-        assert_eq!(out.matches("longhorn_guard_findings{").count(), 27);
+        assert_eq!(out.matches("longhorn_guard_findings{").count(), 30);
         assert!(
             out.contains("longhorn_guard_findings{check=\"backup-target\",severity=\"error\"} 1\n"),
             "{out}"

@@ -53,6 +53,7 @@ impl Unreadable {
                 let resource = match (longhorn, kind.as_str()) {
                     (true, _) => format!("-n {LONGHORN_NAMESPACE} get {plural}.longhorn.io"),
                     (false, "Pod") => format!("-n {LONGHORN_NAMESPACE} get pods"),
+                    (false, "DaemonSet") => "get daemonsets -A".to_string(),
                     (false, _) => format!("get {plural}"),
                 };
                 Finding::new(
@@ -85,6 +86,7 @@ fn check_of(kind: &str) -> Check {
         "Snapshot" => Check::SnapshotRetention,
         "StorageClass" => Check::ReplicaCount,
         "Setting" => Check::Settings,
+        "DaemonSet" => Check::StorageNetwork,
         // Volumes, replicas, engines, instance managers, pods: what volume health reads.
         _ => Check::VolumeHealth,
     }

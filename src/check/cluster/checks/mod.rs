@@ -2,7 +2,9 @@
 
 pub mod backups;
 pub mod jobs;
+pub mod network;
 pub mod nodes;
+pub mod versions;
 pub mod volumes;
 
 use std::time::SystemTime;
@@ -29,6 +31,7 @@ pub fn run_all(
     out.extend(volumes::replica_count(inv, view, policy));
     out.extend(volumes::volume_health(inv, view, policy, now));
     out.extend(volumes::settings(inv, policy));
+    out.extend(network::storage_network(inv));
     let (drain, nodes) = volumes::drain_readiness(inv, view, policy);
     out.extend(drain);
     (out, nodes)
