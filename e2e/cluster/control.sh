@@ -10,7 +10,8 @@ PKI=$DIR/pki
 start_bg() {
 	local name=$1
 	shift
-	"$@" >>"$DIR/log/$name.log" 2>&1 &
+	# 9>&-: the run's lock (e2e/cluster.sh) stays with the run, not with the cluster's daemons.
+	"$@" >>"$DIR/log/$name.log" 2>&1 9>&- &
 	echo $! >"$DIR/pids/$name.pid"
 }
 
