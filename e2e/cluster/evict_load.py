@@ -51,6 +51,7 @@ def main():
             if item is None:
                 return
             path, body = item
+            sent_at = time.time()
             try:
                 if conn is None:
                     conn = http.client.HTTPSConnection(url.hostname, url.port, context=ctx, timeout=15)
@@ -70,7 +71,7 @@ def main():
                 else:
                     counts["failed"] += 1
                     if len(failures) < 5:
-                        failures.append(f"{status} {text[:300]}")
+                        failures.append(f"sent {sent_at:.3f}, after {time.time() - sent_at:.2f} s: {status} {text[:300]}")
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(WORKERS)]
     for t in threads:

@@ -63,7 +63,8 @@ check_rollout() {
 	t0=$(now_s)
 	k -n "$GUARD_NS" rollout restart deployment/longhorn-guard >/dev/null
 	settle
-	printf '    rollout restart to old pods gone: %s s\n' "$(secs "$t0" "$(now_s)")"
+	# Failures print their send time (epoch): compare with this to place them.
+	printf '    rollout restart at %s; to old pods gone: %s s\n' "$t0" "$(secs "$t0" "$(now_s)")"
 	sleep 2
 	load_stop rollout "rollout restart"
 	guard_pods | sed 's/^/    pod node ip: /'
