@@ -75,6 +75,8 @@ pub struct Resource {
     /// The `kind` field of its objects.
     pub type_name: &'static str,
     pub plural: &'static str,
+    /// How logs and metrics name it, e.g. `replicas.longhorn.io`.
+    pub display: &'static str,
     /// `None` for cluster-scoped kinds, else the namespace watched and read.
     pub namespace: Option<&'static str>,
     pub confirm: ConfirmRead,
@@ -106,10 +108,12 @@ impl Resource {
     }
 }
 
-const fn lh(
+/// A Longhorn kind's entry (`longhorn.io/v1beta2`, in `longhorn-system`).
+pub const fn longhorn(
     kind: ObjectKind,
     type_name: &'static str,
     plural: &'static str,
+    display: &'static str,
     confirm: ConfirmRead,
 ) -> Resource {
     Resource {
@@ -118,53 +122,18 @@ const fn lh(
         version: "v1beta2",
         type_name,
         plural,
+        display,
         namespace: Some(LONGHORN_NAMESPACE),
         confirm,
     }
 }
 
-/// Every kind the view holds, in [`ObjectKind::ALL`] order.
-pub const RESOURCES: [Resource; 9] = [
-    Resource {
-        kind: ObjectKind::Node,
-        group: "",
-        version: "v1",
-        type_name: "Node",
-        plural: "nodes",
-        namespace: None,
-        confirm: ConfirmRead::Whole(None),
-    },
-    Resource {
-        kind: ObjectKind::Pod,
-        group: "",
-        version: "v1",
-        type_name: "Pod",
-        plural: "pods",
-        namespace: Some(LONGHORN_NAMESPACE),
-        confirm: ConfirmRead::Whole(Some(INSTANCE_MANAGER_POD_LABEL)),
-    },
-    Resource {
-        kind: ObjectKind::StorageClass,
-        group: "storage.k8s.io",
-        version: "v1",
-        type_name: "StorageClass",
-        plural: "storageclasses",
-        namespace: None,
-        confirm: ConfirmRead::Skip,
-    },
-    lh(ObjectKind::Volume, "Volume", "volumes", ConfirmRead::Volumes),
-    lh(ObjectKind::Replica, "Replica", "replicas", ConfirmRead::NodeAndVolumesElsewhere),
-    lh(ObjectKind::Engine, "Engine", "engines", ConfirmRead::NodeAndVolumes),
-    lh(ObjectKind::LonghornNode, "Node", "nodes", ConfirmRead::WhenNodeUnknown),
-    // Read whole (a few dozen objects) and kept only for the names in DRAIN_SETTINGS.
-    lh(ObjectKind::Setting, "Setting", "settings", ConfirmRead::Whole(None)),
-    lh(ObjectKind::InstanceManager, "InstanceManager", "instancemanagers", ConfirmRead::NodeAndSummary),
-];
+pub use super::kinds::RESOURCES;
 
 /// The read-set entry of a kind.
 pub fn resource(kind: ObjectKind) -> &'static Resource {
     // RESOURCES follows ObjectKind::ALL, so the position is the discriminant (tested below).
-    &RESOURCES[kind as usize]
+    kind.resource()
 }
 
 /// The kind of an object with this `apiVersion`/`kind`, or `None` for kinds the view does not
