@@ -14,23 +14,6 @@ use std::time::SystemTime;
 use super::kinds::Change;
 use super::ClusterView;
 
-/// One object's change: the version it replaced (`None`: new) and the version the view now
-/// holds (`None`: deleted).
-#[derive(Debug)]
-pub struct Diff<'a, K> {
-    pub name: &'a str,
-    pub old: Option<&'a K>,
-    pub new: Option<&'a K>,
-}
-
-impl<K> Clone for Diff<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K> Copy for Diff<'_, K> {}
-
 /// Derived state kept current with the view.
 pub trait Derived: Send + Sync + fmt::Debug + Any {
     /// One object changed; `view` already holds the new version (and no longer the old one).

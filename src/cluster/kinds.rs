@@ -15,11 +15,27 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::builtin::BuiltIn;
-use super::derived::Diff;
 use super::meta::Meta;
 use super::name::Name;
 use super::objects::*;
-use super::readset::Resource;
+use super::resource::Resource;
+
+/// One object's change: the version it replaced (`None`: new) and the version the view now
+/// holds (`None`: deleted).
+#[derive(Debug)]
+pub struct Diff<'a, K> {
+    pub name: &'a str,
+    pub old: Option<&'a K>,
+    pub new: Option<&'a K>,
+}
+
+impl<K> Clone for Diff<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Diff<'_, K> {}
 
 /// What a kind's file declares.
 pub trait Kind: Listed + DeserializeOwned + Clone + PartialEq + Debug + Send + Sync + 'static {
@@ -259,7 +275,11 @@ kinds! {$
 impl ObjectKind {
     /// The kind for an `apiVersion`/`kind` pair, or `None` for kinds longhorn-guard ignores.
     pub fn from_type(api_version: &str, kind: &str) -> Option<Self> {
-        super::readset::kind_of(api_version, kind)
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        RESOURCES
+            .iter()
+            .find(|r| r.group == group && r.version == version && r.type_name == kind)
+            .map(|r| r.kind)
     }
 
     /// True for Longhorn's own kinds (group `longhorn.io`).

@@ -20,6 +20,7 @@ mod proven;
 mod queries;
 pub mod readset;
 pub mod relist;
+mod resource;
 pub mod snapshot;
 mod stamp;
 pub mod stats;
@@ -33,7 +34,7 @@ use std::time::SystemTime;
 
 use builtin::BuiltIn;
 
-pub use derived::{Derivations, Derived, Diff};
+pub use derived::{Derivations, Derived};
 pub use draining::Draining;
 pub use freshness::{Freshness, Source};
 pub use kinds::*;

@@ -3,7 +3,7 @@
 use super::super::builtin::{keep, BuiltIn};
 use super::super::name::Name;
 use super::super::objects::InstanceManager;
-use super::super::readset::{longhorn, ConfirmRead, Resource, INSTANCE_MANAGER_LIST_PAGE};
+use super::super::resource::{longhorn, ConfirmRead, Resource, INSTANCE_MANAGER_LIST_PAGE};
 use super::{Kind, Listed};
 
 impl Kind for InstanceManager {

@@ -1,7 +1,7 @@
 //! `longhorn.io/v1beta2` Node (a Longhorn node).
 
 use super::super::objects::LonghornNode;
-use super::super::readset::{longhorn, ConfirmRead, Resource};
+use super::super::resource::{longhorn, ConfirmRead, Resource};
 use super::{Kind, Listed};
 
 impl Kind for LonghornNode {

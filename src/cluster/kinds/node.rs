@@ -1,7 +1,7 @@
 //! Core `v1` Node: cordons and drain taints.
 
 use super::super::objects::Node;
-use super::super::readset::{ConfirmRead, Resource};
+use super::super::resource::{ConfirmRead, Resource};
 use super::{Kind, Listed};
 
 impl Kind for Node {

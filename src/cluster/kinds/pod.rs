@@ -4,7 +4,7 @@
 use super::super::builtin::BuiltIn;
 use super::super::name::Name;
 use super::super::objects::{Pod, LONGHORN_NAMESPACE};
-use super::super::readset::{ConfirmRead, Resource, INSTANCE_MANAGER_POD_LABEL};
+use super::super::resource::{ConfirmRead, Resource, INSTANCE_MANAGER_POD_LABEL};
 use super::{Kind, Listed};
 
 impl Kind for Pod {

@@ -3,7 +3,7 @@
 use super::super::builtin::{keep, BuiltIn};
 use super::super::name::Name;
 use super::super::objects::Replica;
-use super::super::readset::{longhorn, ConfirmRead, Resource};
+use super::super::resource::{longhorn, ConfirmRead, Resource};
 use super::{Kind, Listed};
 
 impl Kind for Replica {

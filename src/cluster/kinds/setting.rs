@@ -1,7 +1,7 @@
 //! `longhorn.io/v1beta2` Setting.
 
 use super::super::objects::Setting;
-use super::super::readset::{longhorn, ConfirmRead, Resource};
+use super::super::resource::{longhorn, ConfirmRead, Resource};
 use super::{Kind, Listed};
 
 impl Kind for Setting {

@@ -1,7 +1,7 @@
 //! `storage.k8s.io/v1` StorageClass: replica counts of new volumes.
 
 use super::super::objects::StorageClass;
-use super::super::readset::{ConfirmRead, Resource};
+use super::super::resource::{ConfirmRead, Resource};
 use super::{Kind, Listed};
 
 impl Kind for StorageClass {

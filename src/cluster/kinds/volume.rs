@@ -1,7 +1,7 @@
 //! `longhorn.io/v1beta2` Volume.
 
 use super::super::objects::Volume;
-use super::super::readset::{longhorn, ConfirmRead, Resource};
+use super::super::resource::{longhorn, ConfirmRead, Resource};
 use super::{Kind, Listed};
 
 impl Kind for Volume {
