@@ -52,7 +52,7 @@ pub struct Limits {
     /// Serve only clients with a certificate from this CA file (`--client-ca`).
     pub client_ca: Option<PathBuf>,
     /// How long the view may stay unproven before `/readyz` turns 503 (`--unready-after`);
-    /// `None`: twice `drain.maxViewAge`; zero: never ([`readiness`]).
+    /// `None`: 1.5 × `drain.maxViewAge`; zero: never ([`readiness`]).
     pub unready_after: Option<Duration>,
     /// The view's age counts for readiness (probes run); else only failing watches and
     /// unreadable objects do.
@@ -214,11 +214,12 @@ impl Server {
     }
 }
 
-/// The readiness rule of `config`: `--unready-after`, or twice the policy's `drain.maxViewAge`.
+/// The readiness rule of `config`: `--unready-after`, or 1.5 × the policy's `drain.maxViewAge`
+/// (unready within 2 × of the last proof, with room for the ticks and the probe's polling).
 fn readiness_rule(config: &ServerConfig) -> readiness::Rule {
     let max_view_age = config.admitter.policy.drain.max_view_age;
     readiness::Rule {
-        unready_after: config.limits.unready_after.unwrap_or(max_view_age.saturating_mul(2)),
+        unready_after: config.limits.unready_after.unwrap_or(max_view_age.saturating_mul(3) / 2),
         max_view_age,
         by_age: config.limits.unready_by_age,
     }
