@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
 use longhorn_guard::admission::{parse_review, response_review};
-use longhorn_guard::cluster::confirm::{self, cached::Cached};
 use longhorn_guard::cluster::{ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::policy::drain::confirm::{self, cached::Cached};
 use longhorn_guard::policy::{self, Policy};
 use serde_json::{json, Value};
 
@@ -264,7 +264,9 @@ fn main() {
     let objects = synthetic_cluster(nodes, volumes, stranded, attached);
     let count = objects.len();
     // A watch view just synced: every kind current, as `drain.reuseCurrentKinds` reuses them.
-    let view = ClusterView::from_objects(Source::Watch, objects, SystemTime::now());
+    let now = SystemTime::now();
+    let view = ClusterView::from_objects(Source::Watch, objects, now)
+        .derive(longhorn_guard::policy::drain::derivations(), now);
     let built = t.elapsed();
     let after = rss_kib();
     let live = LIVE.load(Ordering::Relaxed).saturating_sub(live_before) as f64 / 1_048_576.0;

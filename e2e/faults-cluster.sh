@@ -205,18 +205,20 @@ for g in GA GB; do wait_for 60 guard_ready "$g" || die "guard $g not ready ($WOR
 
 # ---------------------------------------------------------------- sampling
 now_ms() { date +%s%3N; }
-# sample GUARD: one line to stdout: ms, guard, /readyz code, allowed, answer code, seconds, reason.
+# sample GUARD: one line to stdout: ms, guard, /readyz code, allowed, answer code, seconds,
+# reason, and the ms of the /readyz request (sent once the eviction is answered).
 sample() {
-	local port t0 out ready
+	local port t0 t1 out ready
 	port=$(guard_port "$1")
 	t0=$(now_ms)
 	out=$(sed -e "s/instance-manager-7b9c5d2e1f3a/$SAFE_POD/g" -e "s/1f682fde-188d-4d35-a16d-fdf844d8208c/f-$RANDOM$RANDOM/" "$EVICTION_FIXTURE" |
 		curl -s --max-time 12 --cacert "$WORK/guard-certs/ca.crt" -H 'Content-Type: application/json' \
 			--data-binary @- -w '\n%{time_total}' "https://127.0.0.1:$port/validate")
+	t1=$(now_ms)
 	ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 --cacert "$WORK/guard-certs/ca.crt" "https://127.0.0.1:$port/readyz")
-	python3 - "$t0" "$1" "$ready" "$out" <<-'EOF'
+	python3 - "$t0" "$1" "$ready" "$out" "$t1" <<-'EOF'
 		import json, sys
-		t0, guard, ready, out = sys.argv[1:5]
+		t0, guard, ready, out, t1 = sys.argv[1:6]
 		body, _, took = out.rpartition("\n")
 		try:
 		    r = json.loads(body)["response"]
@@ -224,7 +226,7 @@ sample() {
 		    msg = r.get("status", {}).get("message", "")
 		except Exception:
 		    allowed, code, msg = "error", "0", "no answer: " + body[:80]
-		print("\t".join([t0, guard, ready, allowed, code, took, msg.replace("\t", " ").replace("\n", " ")[:300]]))
+		print("\t".join([t0, guard, ready, allowed, code, took, msg.replace("\t", " ").replace("\n", " ")[:300], t1]))
 	EOF
 }
 # sampler FILE: samples both guards every 0.5 s into FILE until killed.
@@ -248,6 +250,18 @@ begin() { # SCENARIO
 	sleep 3
 }
 event() { echo "$(now_ms) $1" >>"$EVENTS"; }
+# whole CMD...: records "whole" once CMD succeeds (polled every 0.2 s, at most 90 s): the fault
+# has ended for etcd too (a member cut off by dropped packets reconnects only when TCP
+# retransmits, up to tens of seconds after the rules are gone).
+whole() {
+	local deadline=$(($(now_ms) + 90000))
+	until "$@" >/dev/null 2>&1; do
+		[ "$(now_ms)" -lt "$deadline" ] || return 0
+		sleep 0.2
+	done
+	event whole
+}
+all_members() { healthy_member 1 && healthy_member 2 && healthy_member 3; }
 # change fail|heal: vol-healthy's replicas on node-1 and node-2 failed (or healthy) through the
 # API server named by $CHANGE_VIA; the event is the write's acknowledgement.
 change() {
@@ -304,7 +318,8 @@ for s in $SCENARIOS; do
 		sleep 25
 		iptables_clear
 		event heal
-		sleep 40
+		whole all_members
+		sleep 15
 		finish cutoff=GB
 		;;
 	leader)
@@ -326,6 +341,7 @@ for s in $SCENARIOS; do
 		sleep 10
 		start_member "$l"
 		event heal
+		whole all_members
 		sleep 15
 		finish
 		;;
@@ -338,6 +354,7 @@ for s in $SCENARIOS; do
 		start_member 2
 		start_member 3
 		event heal
+		whole all_members
 		wait_for 30 api_ready A || true
 		CHANGE_VIA=A change fail
 		sleep 15
@@ -353,6 +370,7 @@ for s in $SCENARIOS; do
 		start_api B
 		wait_for 120 api_ready B || die "API server B did not start again"
 		event heal
+		event whole
 		sleep 15
 		finish cutoff=GB
 		;;

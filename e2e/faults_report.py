@@ -3,8 +3,10 @@
     faults_report.py SCENARIO SAMPLES EVENTS MAX_VIEW_AGE [cutoff=GUARD]
 
 SAMPLES: one line per eviction sample (ms, guard, /readyz code, allowed, code, seconds,
-reason). EVENTS: "ms name" lines: fault (the fault starts), fail (the change is acknowledged:
-from then on the eviction must be denied naming vol-healthy), heal (the fault ends).
+reason, ms of the /readyz request). EVENTS: "ms name" lines: fault (the fault starts), fail (the change is acknowledged:
+from then on the eviction must be denied naming vol-healthy), heal (the fault is undone:
+rules removed, members or API server started), whole (etcd answers on every member again, or
+the API server is ready: the fault has ended).
 Prints, per guard: allows on a view that missed the change (and how long after it), false
 denials with their reasons, answer times, /readyz over time, the time to a correct answer after
 the fault ends. Exit 1 when an acceptance check fails:
@@ -27,17 +29,18 @@ for line in open(events_path):
     ms, name = line.split()
     events.setdefault(name, int(ms) / 1000)
 t_fault, t_fail, t_heal = events["fault"], events.get("fail"), events["heal"]
+t_whole = events.get("whole", t_heal)
 # Samples sent while the change was being written may see it or not: left out.
 t_sent = events.get("fail-sent", t_fail)
 rows = collections.defaultdict(list)
 for line in open(samples_path):
     f = line.rstrip("\n").split("\t")
-    if len(f) < 7:
+    if len(f) < 8:
         continue
     t = int(f[0]) / 1000
     if t_fail is not None and t_sent <= t < t_fail:
         continue
-    rows[f[1]].append((t, f[2], f[3], f[4], float(f[5] or 0), f[6]))
+    rows[f[1]].append((t, f[2], f[3], f[4], float(f[5] or 0), f[6], int(f[7]) / 1000))
 failures = []
 
 
@@ -69,7 +72,8 @@ def kind(reason):
 
 
 print(f"== {scenario}: fault at 0s, change acknowledged at "
-      f"{rel(t_fail) if t_fail else '(none)'}, fault ended at {rel(t_heal)}; maxViewAge {max_age:.0f}s")
+      f"{rel(t_fail) if t_fail else '(none)'}, fault undone at {rel(t_heal)}, etcd and API servers "
+      f"whole again at {rel(t_whole)}; maxViewAge {max_age:.0f}s")
 for guard in sorted(rows):
     r = sorted(rows[guard])
     times = sorted(x[4] for x in r)
@@ -82,8 +86,10 @@ for guard in sorted(rows):
     print(f"   false denials (before the change): {sum(false_denials.values())} {dict(false_denials)}")
     unconfirmed = collections.Counter(kind(x[5]) for x in r if changed(x[0]) and x[2] == "false" and "vol-healthy" not in x[5])
     print(f"   denials after the change without its reason: {sum(unconfirmed.values())} {dict(unconfirmed)}")
+    # /readyz by the time it was asked (each after its sample's eviction was answered).
+    readyz = sorted((x[6], x[1]) for x in r)
     seg, last = [], None
-    for t, ready, *_ in r:
+    for t, ready in readyz:
         if ready != last:
             seg.append(f"{ready} from {rel(t)}")
             last = ready
@@ -92,7 +98,10 @@ for guard in sorted(rows):
           f"{guard}: no allow later than {max_age:.0f}s after the change"
           + (f" (latest {max(late):.1f}s)" if late else " (none at all)"))
     # After the fault: the first correct answer (after the change when it comes later).
-    start = max(t_heal, t_fail or 0)
+    undone = next((x for x in r if x[0] >= max(t_heal, t_fail or 0) and correct(x[0], x[2], x[5])), None)
+    if undone:
+        print(f"   first correct answer {undone[0] - max(t_heal, t_fail or 0):.1f}s after the fault was undone")
+    start = max(t_whole, t_fail or 0)
     after = [x for x in r if x[0] >= start]
     first = next((x for x in after if correct(x[0], x[2], x[5])), None)
     if first is None:
@@ -101,18 +110,20 @@ for guard in sorted(rows):
         took = first[0] - start
         wrong = [x for x in after if x[0] > first[0] and not correct(x[0], x[2], x[5])]
         check(took <= max_age + 2 and not wrong,
-              f"{guard}: correct answers {took:.1f}s after the fault ended"
-              + (" (after the change)" if start > t_heal else "")
+              f"{guard}: correct answers {took:.1f}s after the fault ended (etcd whole)"
+              + (" (after the change)" if start > t_whole else "")
               + f", within {max_age + 2:.0f}s, and only correct ones after ({len(wrong)} not)")
+    back = next((t for t, ready in readyz if t >= t_whole and ready == "200"), None)
+    print("   /readyz 200 " + (f"{back - t_whole:.1f}s after the fault ended" if back else "not seen after the fault ended"))
     if cutoff == guard:
-        unready = next((x[0] for x in r if t_fault <= x[0] <= t_heal and x[1] == "503"), None)
+        unready = next((t for t, ready in readyz if t_fault <= t <= t_heal and ready == "503"), None)
         check(unready is not None and unready - t_fault <= 2 * max_age,
               f"{guard} (cut off): /readyz 503 within {2 * max_age:.0f}s of the fault"
               + (f" ({unready - t_fault:.1f}s)" if unready else " (never)"))
     elif cutoff:
         during = [x for x in r if t_fault <= x[0] <= t_heal and not (changed(x[0]) and x[0] < t_fail + max_age)]
         wrong = [x for x in during if not correct(x[0], x[2], x[5])]
-        check(during and not wrong and all(x[1] == "200" for x in during),
+        check(during and not wrong and all(ready == "200" for t, ready in readyz if t_fault <= t <= t_heal),
               f"{guard} (healthy side): ready and correct throughout the fault "
               f"({len(during) - len(wrong)}/{len(during)} correct)")
 sys.exit(1 if failures else 0)

@@ -185,7 +185,10 @@ fn parse_review_checked(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     }
     let value: Value = serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
     if !value.is_object() {
-        return Err(ReviewError::NotReview(format!("expected a JSON object, found {}", json_type(&value))));
+        return Err(ReviewError::NotReview(format!(
+            "expected a JSON object, found {}",
+            crate::yaml::json_type(&value)
+        )));
     }
     let env: ReviewEnvelope =
         serde_json::from_value(value).map_err(|e| ReviewError::NotReview(e.to_string()))?;
@@ -251,18 +254,6 @@ pub fn response_review(uid: &str, decision: &Decision) -> Value {
         obj.insert("patch".into(), json!(base64::engine::general_purpose::STANDARD.encode(bytes)));
     }
     json!({ "apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response })
-}
-
-/// "a string", "an array", ...: the JSON type of a value, for error messages.
-pub fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,6 @@
 //! One admission round trip, shared by the HTTPS server and the offline `review` command:
 //! parse the body, decide with the pure policy core, confirm stale allows, log, respond.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -10,7 +8,7 @@ use serde_json::Value;
 
 use crate::admission::{parse_review, response_review, AdmissionRequest, ReviewError};
 use crate::cluster::stats::{self, ConfirmResult};
-use crate::cluster::{ClusterView, SharedView};
+use crate::cluster::SharedView;
 use crate::decision::Decision;
 use crate::policy::{self, Policy};
 
@@ -32,16 +30,7 @@ impl WebhookKind {
     }
 }
 
-/// A fresh view of one node's drain-relevant state, or why it could not be read (one line).
-pub type ConfirmOutcome = Result<Arc<ClusterView>, String>;
-
-/// A future giving a fresh view of one node's drain-relevant state.
-pub type ConfirmFuture = Pin<Box<dyn Future<Output = ConfirmOutcome> + Send>>;
-
-/// Reads the state that an allow for draining `node` rests on with a consistent read from the
-/// API server, within the budget given, and returns it as a fresh view (see
-/// [`Decision::confirm_node`]).
-pub type Confirmer = Arc<dyn Fn(String, Duration) -> ConfirmFuture + Send + Sync>;
+pub use crate::policy::drain::confirm::{ConfirmFuture, ConfirmOutcome, Confirmer};
 
 /// The outcome of one admission round trip.
 #[derive(Debug)]
@@ -59,8 +48,6 @@ pub struct Admitter {
     pub policy: Arc<Policy>,
     /// Present in watch mode; absent for snapshots, which never need confirming.
     pub confirmer: Option<Confirmer>,
-    /// The last `check cluster` run, exported on `/metrics` when set (`serve --check-interval`).
-    pub checks: Option<crate::check::cluster::metrics::SharedChecks>,
     /// The longest a confirmation may take (`serve --confirm-timeout`), inside the request's
     /// own deadline; `None`: the deadline alone.
     pub confirm_timeout: Option<Duration>,
@@ -68,19 +55,13 @@ pub struct Admitter {
 
 impl Admitter {
     pub fn new(view: SharedView, policy: Arc<Policy>, confirmer: Option<Confirmer>) -> Self {
-        Self { view, policy, confirmer, checks: None, confirm_timeout: None }
+        Self { view, policy, confirmer, confirm_timeout: None }
     }
 
     /// Gives up on a confirmation after `timeout` (a 429 "could not confirm"), whatever the
     /// request's deadline leaves.
     pub fn with_confirm_timeout(mut self, timeout: Duration) -> Self {
         self.confirm_timeout = Some(timeout);
-        self
-    }
-
-    /// Exports these cluster check results on `/metrics`.
-    pub fn with_checks(mut self, checks: crate::check::cluster::metrics::SharedChecks) -> Self {
-        self.checks = Some(checks);
         self
     }
 

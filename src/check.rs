@@ -15,7 +15,8 @@ use std::time::SystemTime;
 
 use serde_json::json;
 
-use crate::cluster::{confirm, snapshot, ClusterView};
+use crate::cluster::{snapshot, ClusterView};
+use crate::policy::drain::confirm;
 use crate::policy::drain::{analyze_node, NodeAnalysis, ReplicaReport, Verdict};
 use crate::policy::Policy;
 
@@ -81,7 +82,9 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
     let (view, scene) = match &args.state {
         Some(path) => match snapshot::load_observing(path, drain::Scene::default, |s, v| s.take(node, v)) {
-            Ok(v) => v,
+            Ok((v, scene)) => {
+                (v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()), scene)
+            }
             Err(e) => return bad_input(&format!("state: {e}")),
         },
         None => match live_view(node).await {
@@ -129,11 +132,11 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
 async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
     let view = match &args.state {
         Some(path) => match snapshot::load(path) {
-            Ok(v) => v,
+            Ok(v) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
             Err(e) => return bad_input(&format!("state: {e}")),
         },
         None => match cluster::live::read().await {
-            Ok((_, v)) => v,
+            Ok((_, v)) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
             Err(e) => return bad_input(&format!("cluster: {e}")),
         },
     };

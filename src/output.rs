@@ -28,3 +28,19 @@ macro_rules! stderr_line {
         $crate::output::stderr_line(&format!($($arg)*))
     };
 }
+
+/// Serialises a value as the text it renders to (JSON reports keep their strings).
+pub fn as_text<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// [`as_text`] for an optional value (`null` when absent).
+pub fn as_opt_text<T: std::fmt::Display, S: serde::Serializer>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}

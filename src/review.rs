@@ -32,7 +32,7 @@ pub async fn run(args: ReviewArgs) -> ExitCode {
         Err(e) => return bad_input(&format!("policy: {e}")),
     };
     let view = match snapshot::load(&args.state) {
-        Ok(v) => SharedView::new(v),
+        Ok(v) => SharedView::new(v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now())),
         Err(e) => return bad_input(&format!("state: {e}")),
     };
     let mut body = Vec::new();

@@ -1,10 +1,22 @@
-//! YAML parsing limits sized to the input.
+//! YAML parsing limits sized to the input, and the names of JSON types for messages.
 //!
 //! serde-saphyr's default budget (250,000 nodes, 1,000,000 events, 1,024 documents) guards a
 //! config file; it refuses a `kubectl get -o yaml` snapshot of a few hundred volumes. The text
 //! is already in memory, so the limits that only count what the text itself spells out (nodes,
 //! events, documents, scalar bytes) grow with its length; the ones against expansion (aliases,
 //! anchors, depth) keep their defaults, so an alias bomb is refused as before.
+
+/// "a string", "an array", ...: the JSON type of a value, for error messages.
+pub fn json_type(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
 
 /// Parse options for `text`: never below serde-saphyr's defaults.
 pub fn options_for(text: &str) -> serde_saphyr::Options {

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use longhorn_guard::admit::{Admitter, WebhookKind};
-use longhorn_guard::cluster::{confirm, ClusterView, ObjectKind, SharedView};
+use longhorn_guard::cluster::{ClusterView, ObjectKind, SharedView};
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use serde_json::Value;
 use support::apiserver::FakeApi;

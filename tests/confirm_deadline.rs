@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{confirm, SharedView};
+use longhorn_guard::cluster::SharedView;
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use longhorn_guard::server::{Limits, Server, ServerConfig};
 use longhorn_guard::tls::TlsFiles;
@@ -42,6 +43,7 @@ async fn hanging_api_server_gets_the_unconfirmed_429_within_the_deadline() {
         tls: TlsFiles::in_dir(certs.path()),
         admitter,
         limits,
+        checks: None,
     };
     let (addr, handle) = Server::bind(server_config).await.unwrap();
     let client_cfg = client_config(&certs.path().join("ca.crt"));

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{confirm, SharedView};
+use longhorn_guard::cluster::SharedView;
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use serde_json::Value;
 use support::apiserver::FakeApi;

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhorn_guard::admit::{Admitter, ConfirmOutcome, Confirmer, WebhookKind};
-use longhorn_guard::cluster::{confirm, SharedView};
+use longhorn_guard::cluster::SharedView;
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use support::apiserver::FakeApi;
 use support::generated::{eviction_of_drained, fixture_items, stale_watch_view, DRAINED};

@@ -9,8 +9,8 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 
-use longhorn_guard::cluster::confirm;
 use longhorn_guard::policy::drain::analyze_node;
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use serde_json::Value;
 use support::apiserver::FakeApi;

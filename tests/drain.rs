@@ -11,8 +11,9 @@ use std::time::{Duration, SystemTime};
 
 use longhorn_guard::admission::{parse_review, AdmissionRequest};
 use longhorn_guard::admit::{Admitter, WebhookKind};
-use longhorn_guard::cluster::{confirm, snapshot, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{snapshot, ClusterView, Object, ObjectKind, SharedView, Source};
 use longhorn_guard::decision::{Decision, MAX_WARNINGS, MAX_WARNING_LEN};
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::drain::{
     analyze_node, stalled_rebuilds, Reason, Verdict, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
@@ -77,6 +78,7 @@ impl State {
     /// The same objects as a watch-fed view last updated at `at`.
     fn watch_view(&self, at: SystemTime) -> ClusterView {
         ClusterView::from_objects(Source::Watch, objects(&self.0), at)
+            .derive(longhorn_guard::policy::drain::derivations(), at)
     }
 }
 
@@ -576,7 +578,8 @@ fn pod_unknown_to_the_view_waits() {
     );
     assert!(!message(&d).contains("retry"), "a snapshot does not change: {}", message(&d));
     // A watch view that has not synced says so.
-    let mut view = ClusterView::new(Source::Watch);
+    let mut view =
+        ClusterView::new(Source::Watch).derive(longhorn_guard::policy::drain::derivations(), now());
     view.touch(now());
     let d = policy::validate(&request(&body), &view, &Policy::default(), now());
     assert!(message(&d).contains("its watches are still syncing"), "{}", message(&d));

@@ -250,7 +250,7 @@ fn not_safe(a: &NodeAnalysis) -> Vec<VolumeReport> {
 /// Every node (and a node the view does not know) agrees between the index and the full
 /// analysis, with and without a node override.
 fn assert_agrees(view: &ClusterView, context: &str) -> Result<(), TestCaseError> {
-    let index = view.index::<DrainIndex>().expect("every view keeps a drain index");
+    let index = view.derived::<DrainIndex>().expect("every view keeps a drain index");
     let mut nodes: Vec<String> = (0..NODES).map(node).collect();
     nodes.push("node-x".into());
     for policy in policies() {
@@ -309,7 +309,7 @@ proptest! {
         initial in prop::collection::vec(object(), 0..24),
         events in prop::collection::vec(event(), 1..24),
     ) {
-        let mut view = ClusterView::from_objects(Source::Watch, initial.iter().map(parse), now());
+        let mut view = ClusterView::from_objects(Source::Watch, initial.iter().map(parse), now()).derive(longhorn_guard::policy::drain::derivations(), now());
         assert_agrees(&view, "initial view")?;
         let key = |o: &Object| (o.kind(), o.name().to_string());
         let mut state: std::collections::BTreeMap<(ObjectKind, String), Object> =
@@ -330,7 +330,7 @@ proptest! {
             assert_agrees(&view, &format!("after event {i} ({e:?})"))?;
         }
         // Relisting every kind into the first view, kind by kind, gives the same answers.
-        let mut relisted = ClusterView::from_objects(Source::Watch, initial.iter().map(parse), now());
+        let mut relisted = ClusterView::from_objects(Source::Watch, initial.iter().map(parse), now()).derive(longhorn_guard::policy::drain::derivations(), now());
         for kind in ObjectKind::ALL {
             let objects = state.values().filter(|o| o.kind() == kind).cloned().collect();
             relisted.replace_kind(kind, objects, now());
@@ -351,10 +351,11 @@ fn every_shipped_snapshot_gives_the_same_answers_from_the_index() {
     let mut checked = 0;
     for f in files {
         let Ok(view) = snapshot::load(&f) else { continue };
+        let view = view.derive(longhorn_guard::policy::drain::derivations(), now());
         if view.volume_names().next().is_none() {
             continue;
         }
-        let index = view.index::<DrainIndex>().expect("drain index");
+        let index = view.derived::<DrainIndex>().expect("drain index");
         let nodes: Vec<String> = view.longhorn_nodes().filter_map(|n| n.metadata.name.clone()).collect();
         for policy in policies() {
             for n in &nodes {
@@ -418,10 +419,11 @@ fn the_first_and_the_last_instance_manager_pod_change_every_verdict() {
             "spec": {"nodeName": node(k)}}))
     };
     let blocks = |view: &ClusterView| {
-        let index = view.index::<DrainIndex>().unwrap();
+        let index = view.derived::<DrainIndex>().unwrap();
         !index.analyze(view, "node-0", &Policy::default(), now(), None).volumes.is_empty()
     };
-    let mut view = ClusterView::from_objects(Source::Watch, objects.iter().map(parse), now());
+    let mut view = ClusterView::from_objects(Source::Watch, objects.iter().map(parse), now())
+        .derive(longhorn_guard::policy::drain::derivations(), now());
     let ns = Some("longhorn-system");
     type Step<'a> = Box<dyn Fn(&mut ClusterView) + 'a>;
     let manager = parse(&json!({"apiVersion": "v1", "kind": "Pod",

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{confirm, probe, stats, watch, ClusterView, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{probe, stats, watch, ClusterView, ObjectKind, SharedView, Source};
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use longhorn_guard::synthetic::{Group, Synthetic};
 use serde_json::json;

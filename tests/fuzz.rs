@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use longhorn_guard::admit::{Admitter, WebhookKind};
-use longhorn_guard::cluster::confirm::summary;
 use longhorn_guard::cluster::{snapshot, SharedView};
 use longhorn_guard::lint::{lint_inputs, source::Input};
+use longhorn_guard::policy::drain::confirm::summary;
 use longhorn_guard::policy::Policy;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

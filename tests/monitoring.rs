@@ -25,8 +25,8 @@ async fn exported() -> BTreeSet<String> {
     let (inv, view) = cluster::load_snapshot(Path::new(DEMO)).unwrap();
     let checks = metrics::SharedChecks::default();
     metrics::run_once(&checks, &inv, &view, &policy);
-    let admitter = Admitter::new(SharedView::new(view), policy, None).with_checks(checks);
-    let server = TestServer::with_admitter(admitter).await;
+    let admitter = Admitter::new(SharedView::new(view), policy, None);
+    let server = TestServer::with_checks(admitter, checks).await;
     let reply = request(server.addr, &server.client, "GET", "/metrics", Vec::new()).await.unwrap();
     server.handle.shutdown();
     assert_eq!(reply.status, 200);

@@ -552,6 +552,7 @@ async fn readyz_is_503_while_the_view_is_not_synced() {
         tls: TlsFiles::in_dir(certs.path()),
         admitter,
         limits: Limits::default(),
+        checks: None,
     };
     let (addr, handle) = longhorn_guard::server::Server::bind(config).await.unwrap();
     let client = client_config(&certs.path().join("ca.crt"));

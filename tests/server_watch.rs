@@ -152,6 +152,7 @@ async fn readyz_turns_200_once_every_watch_has_listed() {
         tls: TlsFiles::in_dir(certs.path()),
         admitter,
         limits: test_limits(),
+        checks: None,
     };
     let (addr, handle) = Server::bind(config).await.unwrap();
     let client_tls = client_config(&certs.path().join("ca.crt"));

@@ -29,6 +29,7 @@ async fn validate(file: &str, pod: &str) -> Value {
         tls: TlsFiles::in_dir(certs.path()),
         admitter,
         limits: test_limits(),
+        checks: None,
     };
     let (addr, _handle) = Server::bind(config).await.unwrap();
     let client = client_config(&certs.path().join("ca.crt"));

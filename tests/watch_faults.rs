@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::stats::{self, WatchFault};
-use longhorn_guard::cluster::{confirm, watch, ClusterView, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{watch, ClusterView, ObjectKind, SharedView, Source};
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use longhorn_guard::synthetic::{Group, Synthetic};
 use serde_json::{json, Value};

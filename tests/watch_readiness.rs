@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use longhorn_guard::admit::Admitter;
-use longhorn_guard::cluster::{client, confirm, probe, watch, ClusterView, SharedView, Source};
+use longhorn_guard::cluster::{client, probe, watch, ClusterView, SharedView, Source};
+use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
 use longhorn_guard::server::Limits;
 use longhorn_guard::synthetic::{Group, Synthetic};
@@ -46,7 +47,9 @@ impl Guard {
     /// runs them; every API server in `apis` sends BOOKMARKs every 100 ms after a write
     /// elsewhere in etcd (one etcd: each moves its resource version on alike).
     async fn start(config: kube::Config, apis: Vec<Arc<WatchApi>>, confirm_timeout: Duration) -> Self {
-        let view = SharedView::new(ClusterView::new(Source::Watch));
+        let view = ClusterView::new(Source::Watch)
+            .derive(longhorn_guard::policy::drain::derivations(), std::time::SystemTime::now());
+        let view = SharedView::new(view);
         let renew = client::renew_while_unproven(view.clone(), MAX_VIEW_AGE, true);
         let client = client::build_renewing(config, renew).unwrap();
         let mut tasks = vec![

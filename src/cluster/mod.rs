@@ -5,10 +5,9 @@
 //! map or a secondary index, never by scanning all objects of a kind.
 
 pub mod client;
-pub mod confirm;
+pub mod derived;
 pub mod draining;
 mod freshness;
-pub mod index;
 mod kinds;
 pub mod meta;
 pub mod name;
@@ -33,20 +32,13 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 use nameset::{add, del, Index};
 use std::time::SystemTime;
 
+pub use derived::{Change, Derivations, Derived, Diff};
 pub use draining::Draining;
 pub use freshness::{Freshness, Source};
-pub use index::ViewIndex;
+pub use kinds::{Object, ObjectKind};
 pub use objects::*;
 pub use proven::Unproven;
 pub use relist::Relist;
-
-/// Progress of one rebuild as first seen at a given value, for stall detection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProgressMark {
-    pub progress: i64,
-    /// When the view first saw the rebuild at this progress value.
-    pub since: SystemTime,
-}
 
 /// The read-only cluster picture with secondary indexes.
 #[derive(Clone, Debug)]
@@ -70,10 +62,8 @@ pub struct ClusterView {
     instance_managers_by_node: Index,
     /// Replicas by `status.instanceManagerName`.
     replicas_by_instance_manager: Index,
-    /// Derived state kept current with every change (e.g. the drain index).
-    indexes: index::Indexes,
-    /// (engine name, rebuild address) -> when its progress value was first seen.
-    rebuild_marks: HashMap<(String, String), ProgressMark>,
+    /// Derived state kept current with every change, handed in by the rules that read it.
+    derived: Derivations,
     /// Engines whose status reports a rebuild in progress (for the stalled-rebuild metric).
     rebuilding: BTreeSet<Name>,
     source: Source,
@@ -95,8 +85,7 @@ pub struct ClusterView {
 }
 
 impl ClusterView {
-    /// An empty view with the given source; not yet synced. It keeps the drain index
-    /// ([`crate::policy::drain::DrainIndex`]) current from the first object on.
+    /// An empty view with the given source, keeping no derived state; not yet synced.
     pub fn new(source: Source) -> Self {
         Self {
             nodes: HashMap::new(),
@@ -115,8 +104,7 @@ impl ClusterView {
             engines_by_node: Index::new(),
             instance_managers_by_node: Index::new(),
             replicas_by_instance_manager: Index::new(),
-            indexes: index::Indexes(vec![Box::new(crate::policy::drain::DrainIndex::default())]),
-            rebuild_marks: HashMap::new(),
+            derived: Derivations::default(),
             rebuilding: BTreeSet::new(),
             source,
             synced: false,
@@ -142,28 +130,35 @@ impl ClusterView {
         view
     }
 
-    // ---- derived indexes ----
+    // ---- derived state ----
 
-    /// Installs a derived index, built from the view as it is now and kept current after.
-    pub fn add_index(&mut self, mut index: Box<dyn ViewIndex>) {
-        index.rebuild(self);
-        self.indexes.0.push(index);
+    /// The view keeping `derived` current from now on, each told of every object the view
+    /// holds as new (dated `now`), then flushed: the same state as if the view had held them
+    /// from its first object on.
+    pub fn derive(mut self, derived: Derivations, now: SystemTime) -> Self {
+        let mut derived = derived;
+        for d in &mut derived.0 {
+            self.each_object(&mut |change| d.apply(&self, change, now));
+            d.flush(&self);
+        }
+        self.derived.0.append(&mut derived.0);
+        self
     }
 
-    /// The installed index of type `T`, if any.
-    pub fn index<T: ViewIndex>(&self) -> Option<&T> {
-        self.indexes.0.iter().find_map(|i| i.as_any().downcast_ref::<T>())
+    /// The derived state of type `T`, if the view keeps one.
+    pub fn derived<T: Derived>(&self) -> Option<&T> {
+        self.derived.0.iter().find_map(|i| i.as_any().downcast_ref::<T>())
     }
 
-    fn notify(&mut self, f: impl Fn(&mut dyn ViewIndex, &ClusterView)) {
-        if self.indexes.0.is_empty() {
+    fn notify(&mut self, f: impl Fn(&mut dyn Derived, &ClusterView)) {
+        if self.derived.0.is_empty() {
             return;
         }
-        let mut indexes = std::mem::take(&mut self.indexes);
-        for i in &mut indexes.0 {
+        let mut derived = std::mem::take(&mut self.derived);
+        for i in &mut derived.0 {
             f(i.as_mut(), self);
         }
-        self.indexes = indexes;
+        self.derived = derived;
     }
 
     pub(crate) fn flush_indexes(&mut self) {
@@ -194,6 +189,7 @@ impl ClusterView {
         let kind = object.kind();
         let old = self.unindex(kind, object.metadata().namespace.as_deref(), &name);
         self.clear_unreadable(kind, &name);
+        let namespace = object.metadata().namespace.clone();
         match object {
             Object::Node(o) => {
                 self.nodes.insert(name.clone(), o);
@@ -228,7 +224,6 @@ impl ClusterView {
                 if let Some(vol) = o.volume_name() {
                     add(&mut self.engines_by_volume, vol, &name);
                 }
-                self.track_rebuilds(&name, &o, now);
                 if o.status.rebuild_status.values().any(|rs| rs.is_rebuilding) {
                     self.rebuilding.insert(name.clone());
                 }
@@ -247,7 +242,7 @@ impl ClusterView {
                 self.instance_managers.insert(name.clone(), o);
             }
         }
-        self.notify(|i, v| i.apply(v, kind, &name, old.as_ref()));
+        self.notify(|i, v| i.apply(v, v.change(kind, namespace.as_deref(), &name, old.as_ref()), now));
     }
 
     /// Removes an object (no-op when absent), keeping every index consistent.
@@ -260,11 +255,9 @@ impl ClusterView {
     pub(crate) fn take(&mut self, kind: ObjectKind, namespace: Option<&str>, name: &str) {
         let old = self.unindex(kind, namespace, name);
         self.clear_unreadable(kind, name);
-        if kind == ObjectKind::Engine {
-            self.rebuild_marks.retain(|(e, _), _| e != name);
-        }
         if let Some(old) = old {
-            self.notify(|i, v| i.delete(v, &old));
+            let now = SystemTime::now();
+            self.notify(|i, v| i.apply(v, v.change(kind, namespace, name, Some(&old)), now));
         }
     }
 
@@ -316,16 +309,70 @@ impl ClusterView {
         })
     }
 
-    fn track_rebuilds(&mut self, engine: &str, new: &Engine, now: SystemTime) {
-        self.rebuild_marks.retain(|(e, addr), _| e != engine || new.status.rebuild_status.contains_key(addr));
-        for (addr, rs) in &new.status.rebuild_status {
-            let key = (engine.to_string(), addr.to_string());
-            match self.rebuild_marks.get(&key) {
-                Some(mark) if mark.progress == rs.progress => {}
-                _ => {
-                    self.rebuild_marks.insert(key, ProgressMark { progress: rs.progress, since: now });
-                }
-            }
+    /// The change to `kind`/`namespace`/`name` from `old` to what the view holds now.
+    fn change<'a>(
+        &'a self,
+        kind: ObjectKind,
+        namespace: Option<&str>,
+        name: &'a str,
+        old: Option<&'a Object>,
+    ) -> Change<'a> {
+        macro_rules! diff {
+            ($k:ident, $new:expr) => {
+                Change::$k(Diff {
+                    name,
+                    old: match old {
+                        Some(Object::$k(o)) => Some(&**o),
+                        _ => None,
+                    },
+                    new: $new,
+                })
+            };
+        }
+        match kind {
+            ObjectKind::Node => diff!(Node, self.node(name)),
+            ObjectKind::Pod => diff!(Pod, self.pod(namespace.unwrap_or_default(), name)),
+            ObjectKind::StorageClass => diff!(StorageClass, self.storage_class(name)),
+            ObjectKind::Volume => diff!(Volume, self.volume(name)),
+            ObjectKind::Replica => diff!(Replica, self.replica(name)),
+            ObjectKind::Engine => diff!(Engine, self.engine(name)),
+            ObjectKind::LonghornNode => diff!(LonghornNode, self.longhorn_node(name)),
+            ObjectKind::Setting => diff!(Setting, self.settings.get(name).map(AsRef::as_ref)),
+            ObjectKind::InstanceManager => diff!(InstanceManager, self.instance_manager(name)),
+        }
+    }
+
+    /// Every object the view holds, as a change from nothing.
+    fn each_object(&self, f: &mut dyn FnMut(Change<'_>)) {
+        fn new<'a, K>(name: &'a str, o: &'a K) -> Diff<'a, K> {
+            Diff { name, old: None, new: Some(o) }
+        }
+        for (n, o) in &self.nodes {
+            f(Change::Node(new(n, o)));
+        }
+        for (n, o) in self.pods.values().flatten() {
+            f(Change::Pod(new(n, o)));
+        }
+        for (n, o) in &self.storage_classes {
+            f(Change::StorageClass(new(n, o)));
+        }
+        for (n, o) in &self.volumes {
+            f(Change::Volume(new(n, o)));
+        }
+        for (n, o) in &self.replicas {
+            f(Change::Replica(new(n, o)));
+        }
+        for (n, o) in &self.engines {
+            f(Change::Engine(new(n, o)));
+        }
+        for (n, o) in &self.longhorn_nodes {
+            f(Change::LonghornNode(new(n, o)));
+        }
+        for (n, o) in &self.settings {
+            f(Change::Setting(new(n, o)));
+        }
+        for (n, o) in &self.instance_managers {
+            f(Change::InstanceManager(new(n, o)));
         }
     }
 }

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use super::kinds::{Object, ObjectKind};
 pub use super::meta::{Meta, Present, SmallMap};
 pub use super::name::Name;
 pub use super::stamp::Stamp;

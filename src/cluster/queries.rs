@@ -136,9 +136,35 @@ impl ClusterView {
         iter_index(&self.instance_managers_by_node, node).filter_map(|n| self.instance_manager(n))
     }
 
-    /// When the view first saw this rebuild (engine, `tcp://ip:port`) at its current progress.
-    pub fn rebuild_mark(&self, engine: &str, address: &str) -> Option<ProgressMark> {
-        self.rebuild_marks.get(&(engine.to_string(), address.to_string())).copied()
+    /// Clones of the objects of `kind` whose metadata `keep` accepts (a scan of the kind).
+    pub fn select(&self, kind: ObjectKind, keep: &dyn Fn(&Meta) -> bool) -> Vec<Object> {
+        fn pick<T: Clone>(
+            of: &Kind<T>,
+            keep: &dyn Fn(&Meta) -> bool,
+            meta: fn(&T) -> &Meta,
+            wrap: fn(Box<T>) -> Object,
+        ) -> Vec<Object> {
+            of.values().filter(|o| keep(meta(o))).map(|o| wrap(o.clone())).collect()
+        }
+        match kind {
+            ObjectKind::Node => pick(&self.nodes, keep, |o| &o.metadata, Object::Node),
+            ObjectKind::Pod => {
+                self.pods.values().flat_map(|pods| pick(pods, keep, |o| &o.metadata, Object::Pod)).collect()
+            }
+            ObjectKind::StorageClass => {
+                pick(&self.storage_classes, keep, |o| &o.metadata, Object::StorageClass)
+            }
+            ObjectKind::Volume => pick(&self.volumes, keep, |o| &o.metadata, Object::Volume),
+            ObjectKind::Replica => pick(&self.replicas, keep, |o| &o.metadata, Object::Replica),
+            ObjectKind::Engine => pick(&self.engines, keep, |o| &o.metadata, Object::Engine),
+            ObjectKind::LonghornNode => {
+                pick(&self.longhorn_nodes, keep, |o| &o.metadata, Object::LonghornNode)
+            }
+            ObjectKind::Setting => pick(&self.settings, keep, |o| &o.metadata, Object::Setting),
+            ObjectKind::InstanceManager => {
+                pick(&self.instance_managers, keep, |o| &o.metadata, Object::InstanceManager)
+            }
+        }
     }
 
     /// Object counts by kind, for logs and metrics.

@@ -143,7 +143,7 @@ pub(crate) fn flatten(doc: Value, label: &str, out: &mut Vec<(String, Value)>) {
 /// Checks that a snapshot item is a Kubernetes object: a map with `apiVersion` and `kind`.
 pub fn check_item(item: &Value) -> Result<(), String> {
     if !item.is_object() {
-        return Err(format!("expected an object, found {}", crate::admission::json_type(item)));
+        return Err(format!("expected an object, found {}", crate::yaml::json_type(item)));
     }
     let has = |k: &str| item.get(k).and_then(Value::as_str).is_some_and(|s| !s.is_empty());
     if !has("apiVersion") || !has("kind") {

@@ -46,8 +46,10 @@ use super::{Object, ObjectKind, SharedView};
 /// First wait before a failed watch is retried.
 pub const RETRY_MIN: Duration = Duration::from_millis(500);
 /// Longest wait between attempts while the API server stays unreachable: short, because while
-/// a watch is down every drain allow costs a confirmation (several LISTs), more than a retry.
-pub const RETRY_MAX: Duration = Duration::from_secs(4);
+/// a watch is down every drain allow costs a confirmation (several LISTs), more than a retry,
+/// and because it is how late a watch may notice that the API server is back: the view must be
+/// current again within `drain.maxViewAge` + 2 s of that (docs/drain.md, "Through etcd faults").
+pub const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How long a kind may stay failing after its last error with no event before it is listed
 /// again; longer than [`RETRY_MAX`], so that while the API server is down the watcher keeps
 /// resuming (and meets the `410 Gone` the API server may answer once it is back).

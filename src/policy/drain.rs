@@ -5,8 +5,10 @@
 
 mod analysis;
 mod blockers;
+pub mod confirm;
 mod index;
 mod instances;
+mod marks;
 mod message;
 mod sites;
 
@@ -20,6 +22,14 @@ pub use analysis::{
 };
 pub use blockers::Blockers;
 pub use index::DrainIndex;
+pub use marks::{ProgressMark, RebuildMarks};
+
+/// The derived state the drain rule reads, each starting empty, for a view to keep current
+/// from the start ([`ClusterView::derive`]): the drain index, and when each rebuild was first
+/// seen at its progress.
+pub fn derivations() -> crate::cluster::Derivations {
+    crate::cluster::Derivations::new(vec![Box::new(DrainIndex::default()), Box::new(RebuildMarks::default())])
+}
 pub use instances::{
     engine_volume, engines_reported_by, volume_of_engine_name, EngineRef, InstanceKind, UnmappedInstance,
 };

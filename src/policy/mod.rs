@@ -35,7 +35,7 @@ pub fn validate(req: &AdmissionRequest, view: &ClusterView, policy: &Policy, now
         ("", "nodes", "", Operation::Delete) => drain::node_delete(req, view, policy, now),
         ("", "nodes", "", Operation::Update) => drain::node_update(req, view, policy, now),
         ("longhorn.io", "settings", "", Operation::Create | Operation::Update) => {
-            replicas::setting(req, view, policy)
+            settings::setting(req, view, policy)
         }
         ("longhorn.io", "volumes", "", Operation::Create | Operation::Update) => {
             replicas::volume(req, view, policy)

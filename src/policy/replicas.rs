@@ -18,8 +18,7 @@ use serde_json::Value;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::cluster::{ClusterView, StorageClass, Volume};
 use crate::decision::{Cause, Decision, Subject};
-use crate::policy::settings::go_bool;
-use crate::policy::{object, settings, typed, Policy, ReplicaAction, RuleError};
+use crate::policy::{object, typed, Policy, ReplicaAction, RuleError};
 use default_count::LONGHORN_RANGE;
 pub use default_count::{parse_default_count, suggested_count, DefaultCount};
 pub use wording::{about, clip_middle, trade_off};
@@ -155,13 +154,13 @@ pub(crate) fn object_name<'a>(req: &'a AdmissionRequest, obj: &'a Value) -> &'a 
     obj.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(req.name())
 }
 
-/// `settings.longhorn.io` CREATE/UPDATE: `default-replica-count` here; `node-drain-policy`
-/// and `storage-network` in [`settings`].
-pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
+/// `settings.longhorn.io` CREATE/UPDATE of `default-replica-count` ([`crate::policy::settings::setting`]
+/// routes every Setting; another name is allowed here without a finding).
+pub fn setting(req: &AdmissionRequest, _view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
     let obj = object(req)?;
     let name = object_name(req, obj);
     if name != DEFAULT_REPLICA_COUNT {
-        return settings::setting(req, view, policy);
+        return Ok(Decision::allow());
     }
     let value = setting_value(obj)?;
     // The old counts, for an UPDATE: `None` for a CREATE or an unreadable old value.
@@ -178,6 +177,16 @@ pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> R
         Ok(count) => default_count_findings(&count, policy.replicas.minimum, old.as_ref()),
     };
     Ok(decide(findings, policy, req, name))
+}
+
+/// A boolean setting as Longhorn reads it (Go's `strconv.ParseBool`): `1`, `t`, `T`, `TRUE`,
+/// `true`, `True` and their false twins; anything else is `None`.
+pub fn go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
 }
 
 /// `value` of a Setting object: a string, or missing (`""`).

@@ -6,13 +6,17 @@ use serde_json::Value;
 use crate::admission::{AdmissionRequest, Operation};
 use crate::cluster::ClusterView;
 use crate::decision::{Decision, MAX_WARNING_LEN};
-use crate::policy::replicas::{clip_middle, object_name, setting_value, PREFIX};
+use crate::policy::replicas::{self, clip_middle, object_name, setting_value, PREFIX};
 use crate::policy::{object, DrainAction, Policy, RuleError};
 
-/// `settings.longhorn.io` CREATE/UPDATE of any setting but `default-replica-count`.
-pub fn setting(req: &AdmissionRequest, _view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
+/// `settings.longhorn.io` CREATE/UPDATE: `default-replica-count` in [`replicas::setting`],
+/// `node-drain-policy` and `storage-network` here.
+pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
     let obj = object(req)?;
     let name = object_name(req, obj);
+    if name == replicas::DEFAULT_REPLICA_COUNT {
+        return replicas::setting(req, view, policy);
+    }
     let value = setting_value(obj)?;
     let old_value = match (req.operation, req.old_object.as_ref()) {
         (Operation::Update, Some(old)) => old.get("value").and_then(Value::as_str),
@@ -72,14 +76,4 @@ fn storage_network(value: &str, policy: &Policy) -> Option<String> {
     let text = format!("recreates all instance managers; {gate}");
     let budget = MAX_WARNING_LEN.saturating_sub(PREFIX.len() + "storage-network=: ".len() + text.len());
     Some(format!("{PREFIX}storage-network={}: {text}", clip_middle(value, budget)))
-}
-
-/// A boolean setting as Longhorn reads it (Go's `strconv.ParseBool`): `1`, `t`, `T`, `TRUE`,
-/// `true`, `True` and their false twins; anything else is `None`.
-pub fn go_bool(s: &str) -> Option<bool> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
-        _ => None,
-    }
 }

@@ -101,10 +101,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = positive_duration, env = "LONGHORN_GUARD_CONFIRM_TIMEOUT")]
     pub confirm_timeout: Duration,
     /// How long the cluster view may stay unproven (a watch failing, or data past
-    /// drain.maxViewAge that no probe proves) with no consistent read answered, before
+    /// drain.maxViewAge that no probe proves) with no consistent read answered within it, before
     /// `/readyz` turns 503 with the reason, so that a Service sends reviews to a replica that
-    /// can answer; 200 again once proven (docs/drain.md, "Readiness"). Default: twice
-    /// drain.maxViewAge. 0s: readiness does not follow the view. Watch mode only.
+    /// can answer; 200 again once proven (docs/drain.md, "Readiness"). An old view counts from
+    /// its last proof. Default: 1.5 × drain.maxViewAge, so that a replica cut off is unready
+    /// within 2 × drain.maxViewAge. 0s: readiness does not follow the view. Watch mode only.
     #[arg(long, value_name = "DURATION", value_parser = duration, env = "LONGHORN_GUARD_UNREADY_AFTER")]
     pub unready_after: Option<Duration>,
 }

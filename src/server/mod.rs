@@ -31,6 +31,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admit::Admitter;
+use crate::check::cluster::metrics::SharedChecks;
 use crate::cluster::{snapshot, ClusterView, SharedView, Source};
 use crate::policy::Policy;
 use crate::tls::{ReloadingCert, TlsError, TlsFiles};
@@ -51,7 +52,7 @@ pub struct Limits {
     /// Serve only clients with a certificate from this CA file (`--client-ca`).
     pub client_ca: Option<PathBuf>,
     /// How long the view may stay unproven before `/readyz` turns 503 (`--unready-after`);
-    /// `None`: twice `drain.maxViewAge`; zero: never ([`readiness`]).
+    /// `None`: 1.5 × `drain.maxViewAge`; zero: never ([`readiness`]).
     pub unready_after: Option<Duration>,
     /// The view's age counts for readiness (probes run); else only failing watches and
     /// unreadable objects do.
@@ -83,6 +84,8 @@ pub struct ServerConfig {
     pub tls: TlsFiles,
     pub admitter: Admitter,
     pub limits: Limits,
+    /// The last `check cluster` run, exported on `/metrics` when set (`serve --check-interval`).
+    pub checks: Option<SharedChecks>,
 }
 
 /// Why the server could not start.
@@ -105,6 +108,8 @@ pub enum ServeError {
 /// Shared by every request handler.
 pub(crate) struct AppState {
     pub(crate) admitter: Admitter,
+    /// [`ServerConfig::checks`].
+    pub(crate) checks: Option<SharedChecks>,
     pub(crate) metrics: Metrics,
     pub(crate) limits: Limits,
     /// Set when shutdown starts: `/readyz` answers 503 from then on.
@@ -175,6 +180,7 @@ impl Server {
         let rule = readiness_rule(&config);
         let state = Arc::new(AppState {
             admitter: config.admitter,
+            checks: config.checks,
             metrics: Metrics::default(),
             limits: config.limits.clone(),
             shutting_down: Arc::new(AtomicBool::new(false)),
@@ -208,11 +214,12 @@ impl Server {
     }
 }
 
-/// The readiness rule of `config`: `--unready-after`, or twice the policy's `drain.maxViewAge`.
+/// The readiness rule of `config`: `--unready-after`, or 1.5 × the policy's `drain.maxViewAge`
+/// (unready within 2 × of the last proof, with room for the ticks and the probe's polling).
 fn readiness_rule(config: &ServerConfig) -> readiness::Rule {
     let max_view_age = config.admitter.policy.drain.max_view_age;
     readiness::Rule {
-        unready_after: config.limits.unready_after.unwrap_or(max_view_age.saturating_mul(2)),
+        unready_after: config.limits.unready_after.unwrap_or(max_view_age.saturating_mul(3) / 2),
         max_view_age,
         by_age: config.limits.unready_by_age,
     }
@@ -279,7 +286,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
     };
     let listen = args.listen;
     let policy = Arc::new(Policy::load(args.policy.as_deref()).map_err(|e| format!("policy: {e}"))?);
-    let (admitter, watches) = match &args.state {
+    let (admitter, checks, watches) = match &args.state {
         Some(path) => {
             // The view is read by the rules of `review` and `check drain` (an item it cannot read,
             // or no Longhorn object, is refused); the checks' inventory comes from the same pass.
@@ -291,17 +298,14 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                     }
                 })
                 .map_err(|e| format!("state: {e}"))?;
+            let view = view.derive(crate::policy::drain::derivations(), std::time::SystemTime::now());
             let checks = with_checks.then(|| {
-                let checks = crate::check::cluster::metrics::SharedChecks::default();
+                let checks = SharedChecks::default();
                 crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
                 checks
             });
             tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
-            let mut admitter = Admitter::new(SharedView::new(view), policy.clone(), None);
-            if let Some(checks) = checks {
-                admitter = admitter.with_checks(checks);
-            }
-            (admitter, None)
+            (Admitter::new(SharedView::new(view), policy.clone(), None), checks, None)
         }
         None => {
             let no_access = |e: kube::Error| {
@@ -310,7 +314,10 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 )
             };
             let config = crate::cluster::client::infer().await.map_err(no_access)?;
-            let view = SharedView::new(ClusterView::new(Source::Watch));
+            let fresh = ClusterView::new(Source::Watch);
+            let view = SharedView::new(
+                fresh.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
+            );
             let probing = !args.freshness_probe_interval.is_zero();
             // While the view is unproven, every API request opens a new connection.
             let renew = crate::cluster::client::renew_while_unproven(
@@ -337,20 +344,22 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 }
             });
             let confirmer = if policy.drain.reuse_current_kinds {
-                crate::cluster::confirm::confirmer_reusing(
+                crate::policy::drain::confirm::confirmer_reusing(
                     client.clone(),
                     view.clone(),
                     policy.drain.max_view_age,
                 )
             } else {
-                crate::cluster::confirm::confirmer(client.clone(), view.clone())
+                crate::policy::drain::confirm::confirmer(client.clone(), view.clone())
             };
-            let confirmer =
-                Some(crate::cluster::confirm::queue::queued(confirmer, args.max_confirmations as usize));
-            let mut admitter = Admitter::new(view.clone(), policy.clone(), confirmer)
+            let confirmer = Some(crate::policy::drain::confirm::queue::queued(
+                confirmer,
+                args.max_confirmations as usize,
+            ));
+            let admitter = Admitter::new(view.clone(), policy.clone(), confirmer)
                 .with_confirm_timeout(args.confirm_timeout);
-            if !args.check_interval.is_zero() {
-                let checks = crate::check::cluster::metrics::SharedChecks::default();
+            let checks = (!args.check_interval.is_zero()).then(|| {
+                let checks = SharedChecks::default();
                 tokio::spawn(crate::check::cluster::metrics::refresh_loop(
                     client,
                     view.clone(),
@@ -358,9 +367,9 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                     args.check_interval,
                     checks.clone(),
                 ));
-                admitter = admitter.with_checks(checks);
-            }
-            (admitter, Some(watches))
+                checks
+            });
+            (admitter, checks, Some(watches))
         }
     };
     let limits = Limits {
@@ -376,7 +385,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         unready_after: args.unready_after,
         unready_by_age: !args.freshness_probe_interval.is_zero(),
     };
-    match Server::bind(ServerConfig { listen, tls, admitter, limits }).await {
+    match Server::bind(ServerConfig { listen, tls, admitter, limits, checks }).await {
         Ok((addr, handle)) => Ok((addr, handle, watches)),
         Err(e) => {
             // Stop the watches at once: their failing requests would only bury the reason.

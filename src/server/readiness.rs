@@ -1,8 +1,9 @@
 //! `/readyz` that follows the cluster view. A replica whose view has been unproven
 //! ([`Unproven`]) for `--unready-after`, with no consistent read (probe or confirmation)
-//! answered since, answers 503 with the reason. A view too old to be trusted has been unproven
-//! since its data last arrived (its age counts, not only the time past `drain.maxViewAge`), so
-//! a replica whose API server went silent is unready `--unready-after` after its last proof: it can neither allow from its view nor confirm
+//! answered within `drain.maxViewAge`, answers 503 with the reason. With probes, a view has been unproven since its
+//! oldest kind's data last arrived (its age counts, not only the time past `drain.maxViewAge`
+//! or since a watch failed), so a replica whose API server went silent or died is unready
+//! `--unready-after` after its last proof: it can neither allow from its view nor confirm
 //! with reads, so every eviction it gets is a 429 "could not confirm". A Service then sends the
 //! reviews to a replica that can answer. It is ready again as soon as the view is proven, or
 //! a consistent read is answered. docs/drain.md, "Readiness", has the trade-off.
@@ -27,7 +28,7 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// When the view makes the replica unready.
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
-    /// How long the view may stay unproven (with no consistent read answered) before `/readyz`
+    /// How long the view may stay unproven (with no consistent read answered within `max_view_age`) before `/readyz`
     /// turns 503; zero: never for that reason.
     pub unready_after: Duration,
     /// `drain.maxViewAge`.
@@ -79,20 +80,30 @@ impl Readiness {
             return Verdict::Ready;
         };
         let observed = st.unproven_since.get_or_insert((now, wall));
-        if let Unproven::Stale { age: Some(age) } = &why {
-            if let Some(data) = now.checked_sub(*age).filter(|d| *d < observed.0) {
-                *observed = (data, wall - *age);
+        // With probes, the view was proven at best when its oldest kind last had data: a watch
+        // that fails, or goes silent, counts from then.
+        let data_age = match &why {
+            Unproven::Stale { age } => *age,
+            _ if self.rule.by_age => view.freshness().monotonic_age,
+            _ => None,
+        };
+        if let Some(age) = data_age {
+            if let Some(data) = now.checked_sub(age).filter(|d| *d < observed.0) {
+                *observed = (data, wall - age);
             }
         }
         let (since, _) = *observed;
         if why == Unproven::NotSynced {
             return Verdict::NotSynced;
         }
-        // A read answered since the view became unproven shows that confirmations can work.
+        // A read answered within maxViewAge, since the view became unproven, shows that
+        // confirmations can work.
         let last_answer = answered.filter(|t| *t > since);
-        let stuck_for = now.saturating_duration_since(last_answer.unwrap_or(since));
+        let reads_work =
+            last_answer.is_some_and(|t| now.saturating_duration_since(t) < self.rule.max_view_age);
+        let stuck_for = now.saturating_duration_since(since);
         let after = self.rule.unready_after;
-        if after.is_zero() || stuck_for < after {
+        if after.is_zero() || stuck_for < after || reads_work {
             flip_ready(&mut st, "reads_answered");
             return Verdict::Ready;
         }
@@ -192,10 +203,8 @@ mod tests {
         // A read answered says confirmations work again: ready, counted as such.
         v.note_read_answered(t0 + s(11));
         assert_eq!(r.observe(&v, t0 + s(12), w0), Verdict::Ready);
-        assert!(
-            matches!(r.observe(&v, t0 + s(21), w0), Verdict::Unready(_)),
-            "stuck again 10s after that read"
-        );
+        assert_eq!(r.observe(&v, t0 + s(15), w0), Verdict::Ready, "that read is 4s old");
+        assert!(matches!(r.observe(&v, t0 + s(16), w0), Verdict::Unready(_)), "that read is maxViewAge old");
         v.replace_kind(ObjectKind::Replica, Vec::new(), w0);
         assert_eq!(r.observe(&v, t0 + s(22), w0), Verdict::Ready);
         let g = r.gauges();
@@ -205,6 +214,28 @@ mod tests {
             flips,
             [(("ready", "proven"), 1), (("ready", "reads_answered"), 1), (("unready", "watches_failing"), 2)]
         );
+    }
+
+    #[test]
+    fn with_probes_a_failed_watch_counts_from_the_last_proof() {
+        let (w0, s) = (SystemTime::now(), Duration::from_secs);
+        let mut v = ClusterView::new(Source::Watch);
+        let proven = Instant::now() - s(8);
+        for kind in ObjectKind::ALL {
+            v.touch_kind_at(kind, w0 - s(8), proven);
+        }
+        v.mark_synced();
+        v.note_watch_failed(ObjectKind::Replica);
+        let t = Instant::now();
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&v, t, w0), Verdict::Ready);
+        // Failing for 2 s, proven last 10 s ago: unready.
+        assert!(
+            matches!(r.observe(&v, t + s(2), w0), Verdict::Unready(why) if why.contains("watches failing"))
+        );
+        let r = Readiness::new(Rule { by_age: false, ..RULE });
+        r.observe(&v, t, w0);
+        assert_eq!(r.observe(&v, t + s(2), w0), Verdict::Ready, "without probes, from the failure");
     }
 
     #[test]

@@ -210,7 +210,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     };
     app.observe_readiness();
     crate::exposition::append(&mut body, app.readiness.gauges());
-    if let Some(checks) = &app.admitter.checks {
+    if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         crate::check::cluster::metrics::render(&mut body, &status);
     }
@@ -253,6 +253,7 @@ mod tests {
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
         let app = AppState {
             admitter,
+            checks: None,
             metrics: Default::default(),
             limits: Default::default(),
             shutting_down: Default::default(),

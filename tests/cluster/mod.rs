@@ -25,6 +25,7 @@ pub fn view(items: &[Value]) -> ClusterView {
         Object::from_value(kind, o.clone()).unwrap()
     });
     ClusterView::from_objects(Source::Snapshot("test".into()), objects, now())
+        .derive(longhorn_guard::policy::drain::derivations(), now())
 }
 
 pub fn node(name: &str, cordoned: bool) -> Value {

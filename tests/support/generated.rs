@@ -163,7 +163,9 @@ pub fn objects(items: &[Value]) -> Vec<Object> {
 }
 
 pub fn snapshot_view(items: &[Value]) -> ClusterView {
-    ClusterView::from_objects(Source::Snapshot("generated".into()), objects(items), SystemTime::now())
+    let now = SystemTime::now();
+    ClusterView::from_objects(Source::Snapshot("generated".into()), objects(items), now)
+        .derive(longhorn_guard::policy::drain::derivations(), now)
 }
 
 /// `items` as a watch-fed view last updated ten minutes ago.
@@ -173,7 +175,9 @@ pub fn stale_watch_view(items: &[Value]) -> ClusterView {
 
 /// `items` as a watch-fed view last updated `age` ago.
 pub fn watch_view_aged(items: &[Value], age: Duration) -> ClusterView {
-    ClusterView::from_objects(Source::Watch, objects(items), SystemTime::now() - age)
+    let at = SystemTime::now() - age;
+    ClusterView::from_objects(Source::Watch, objects(items), at)
+        .derive(longhorn_guard::policy::drain::derivations(), at)
 }
 
 pub fn eviction_of_drained(items: &[Value]) -> Vec<u8> {

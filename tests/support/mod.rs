@@ -16,6 +16,7 @@ use axum::body::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use longhorn_guard::admit::Admitter;
+use longhorn_guard::check::cluster::metrics::SharedChecks;
 use longhorn_guard::cluster::{snapshot, SharedView};
 use longhorn_guard::policy::Policy;
 use longhorn_guard::server::{Limits, Server, ServerConfig, ServerHandle};
@@ -73,9 +74,12 @@ impl TestServer {
 
     /// Serves `tls` (CA at `certs/ca.crt`) against the three-node snapshot.
     pub async fn start_with(certs: tempfile::TempDir, tls: TlsFiles, limits: Limits) -> Self {
-        let view = SharedView::new(snapshot::load(Path::new(SNAPSHOT)).unwrap());
+        let view = snapshot::load(Path::new(SNAPSHOT))
+            .unwrap()
+            .derive(longhorn_guard::policy::drain::derivations(), std::time::SystemTime::now());
+        let view = SharedView::new(view);
         let admitter = Admitter::new(view, Arc::new(Policy::default()), None);
-        Self::serve(certs, tls, admitter, limits).await
+        Self::serve(certs, tls, admitter, limits, None).await
     }
 
     /// Serves `admitter` with fresh certificates and [`test_limits`].
@@ -88,12 +92,26 @@ impl TestServer {
         let certs = tempfile::tempdir().unwrap();
         longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
         let tls = TlsFiles::in_dir(certs.path());
-        Self::serve(certs, tls, admitter, limits).await
+        Self::serve(certs, tls, admitter, limits, None).await
     }
 
-    async fn serve(certs: tempfile::TempDir, tls: TlsFiles, admitter: Admitter, limits: Limits) -> Self {
+    /// [`Self::with_admitter`], exporting these `check cluster` results on `/metrics`.
+    pub async fn with_checks(admitter: Admitter, checks: SharedChecks) -> Self {
+        let certs = tempfile::tempdir().unwrap();
+        longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+        let tls = TlsFiles::in_dir(certs.path());
+        Self::serve(certs, tls, admitter, test_limits(), Some(checks)).await
+    }
+
+    async fn serve(
+        certs: tempfile::TempDir,
+        tls: TlsFiles,
+        admitter: Admitter,
+        limits: Limits,
+        checks: Option<SharedChecks>,
+    ) -> Self {
         install_provider();
-        let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), tls, admitter, limits };
+        let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), tls, admitter, limits, checks };
         let (addr, handle) = Server::bind(config).await.unwrap();
         let client = client_config(&certs.path().join("ca.crt"));
         Self { addr, handle, certs, client }

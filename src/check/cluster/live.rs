@@ -142,7 +142,9 @@ pub async fn read_within(
     let objects: Mutex<Vec<Object>> = Mutex::new(Vec::new());
     let inv = read_into(client, Some(&objects), PAGE, IN_FLIGHT, page_timeout).await?;
     let objects = objects.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok((inv, ClusterView::from_objects(Source::Direct, objects, SystemTime::now())))
+    let now = SystemTime::now();
+    let view = ClusterView::from_objects(Source::Direct, objects, now);
+    Ok((inv, view.derive(crate::policy::drain::derivations(), now)))
 }
 
 /// Only the [`Inventory`]: what `serve` reads on each refresh, next to the view its watches

@@ -153,9 +153,9 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
         // object the checks would find nothing wrong.
         crate::cluster::snapshot::check_contents(path, &objects)?;
     }
-    let view =
-        ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, SystemTime::now());
-    Ok((inv, view))
+    let now = SystemTime::now();
+    let view = ClusterView::from_objects(Source::Snapshot(path.display().to_string()), objects, now);
+    Ok((inv, view.derive(crate::policy::drain::derivations(), now)))
 }
 
 /// Runs the command; see the module doc for exit codes.

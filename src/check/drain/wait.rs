@@ -76,11 +76,15 @@ pub async fn run(node: &str, policy: &Policy, timeout: Option<Duration>) -> Exit
         Ok(c) => c,
         Err(e) => return bad(&format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}")),
     };
-    let view = SharedView::new(ClusterView::new(Source::Watch));
+    let fresh = ClusterView::new(Source::Watch);
+    let view = SharedView::new(fresh.derive(crate::policy::drain::derivations(), SystemTime::now()));
     let watches = tokio::spawn(crate::cluster::watch::run(client, view.clone()));
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let code = wait_on(&view, node, policy, timeout, terminal).await;
+    // Wait for the watches to be gone: a watch still running while the runtime shuts down
+    // sees its connections closed and logs a failure after the answer.
     watches.abort();
+    let _ = watches.await;
     code
 }
 

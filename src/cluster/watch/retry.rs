@@ -60,6 +60,7 @@ mod tests {
     fn retries_start_fast_and_stay_within_a_few_seconds() {
         assert_eq!(retry_delay(1), RETRY_MIN);
         assert_eq!(retry_delay(2), RETRY_MIN * 2);
+        assert_eq!(retry_delay(3), RETRY_MAX);
         assert_eq!(retry_delay(4), RETRY_MAX);
         assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
     }

@@ -43,7 +43,7 @@ impl<'v> Blockers<'v> {
     /// `node_override` (from the view or the request).
     pub fn of(view: &'v ClusterView, node: &'v str, policy: &Policy, node_override: Option<String>) -> Self {
         let protect_stopped = policy.drain.protect_stopped_replicas;
-        let (sites, not_safe): (Sites, Vec<Name>) = match view.index::<DrainIndex>() {
+        let (sites, not_safe): (Sites, Vec<Name>) = match view.derived::<DrainIndex>() {
             Some(index) => (Sites::Index(index), index.unsafe_names(node, policy).cloned().collect()),
             None => {
                 let instances = node_instances(view, node);

@@ -17,10 +17,7 @@ use super::analysis::volume_unsafe;
 use super::instances::{volume_of_engine_name, InstanceKind, UnmappedInstance};
 use super::sites::Sites;
 use crate::cluster::nameset::{self, Index, NameSet};
-use crate::cluster::{
-    ClusterView, Engine, InstanceManager, Name, Node, Object, ObjectKind, Pod, Replica, ViewIndex,
-    LONGHORN_NAMESPACE,
-};
+use crate::cluster::{Change, ClusterView, Derived, Engine, InstanceManager, Name, Node, Pod, Replica};
 use crate::policy::Policy;
 
 /// Per node, the volumes whose verdict is not safe (before the node's override), for both
@@ -164,42 +161,31 @@ impl DrainIndex {
         }
     }
 
-    fn changed(&mut self, view: &ClusterView, kind: ObjectKind, name: &str, old: Option<&Object>) {
-        match (kind, old) {
-            (ObjectKind::Volume, _) => self.mark_str(Some(name)),
-            (ObjectKind::Replica, old) => {
-                if let Some(Object::Replica(r)) = old {
-                    self.mark(r.volume_name());
-                }
-                self.mark(view.replica(name).and_then(Replica::volume_name));
+    fn changed(&mut self, view: &ClusterView, change: Change<'_>) {
+        match change {
+            Change::Volume(d) => self.mark_str(Some(d.name)),
+            Change::Replica(d) => {
+                self.mark(d.old.and_then(Replica::volume_name));
+                self.mark(d.new.and_then(Replica::volume_name));
             }
-            (ObjectKind::Engine, old) => {
-                if let Some(Object::Engine(e)) = old {
-                    self.mark(e.volume_name());
-                }
-                self.mark(view.engine(name).and_then(Engine::volume_name));
-                self.mark_str(volume_of_engine_name(name));
-                self.sites.mark_entry(name);
+            Change::Engine(d) => {
+                self.mark(d.old.and_then(Engine::volume_name));
+                self.mark(d.new.and_then(Engine::volume_name));
+                self.mark_str(volume_of_engine_name(d.name));
+                self.sites.mark_entry(d.name);
             }
-            (ObjectKind::Node, old) => {
-                let before = match old {
-                    Some(Object::Node(n)) => Some(n.draining()),
-                    _ => None,
-                };
-                if before != view.node(name).map(Node::draining) {
-                    self.mark_replicas_on(view, name);
+            Change::Node(d) => {
+                if d.old.map(Node::draining) != d.new.map(Node::draining) {
+                    self.mark_replicas_on(view, d.name);
                 }
             }
-            (ObjectKind::Pod, old) => {
+            Change::Pod(d) => {
                 // An instance-manager pod starting or ending its termination changes whether
                 // the replicas of its node protect.
                 let terminating =
                     |p: &Pod| p.is_instance_manager().then(|| p.metadata.deletion_timestamp.is_some());
-                let before = match old {
-                    Some(Object::Pod(p)) => terminating(p),
-                    _ => None,
-                };
-                let now = view.pod(LONGHORN_NAMESPACE, name).and_then(terminating);
+                let before = d.old.and_then(terminating);
+                let now = d.new.and_then(terminating);
                 // The first instance-manager pod arriving, or the last leaving, decides whether
                 // a missing one means anything (see `facts::instance_manager_pod_down`).
                 let was = before.is_some();
@@ -210,11 +196,11 @@ impl DrainIndex {
                 } else if before != now {
                     // The pod is its instance manager's (same name): mark what that one marks
                     // when its state changes.
-                    if let Some(im) = view.instance_manager(name) {
+                    if let Some(im) = view.instance_manager(d.name) {
                         self.mark_replicas_on(view, &im.spec.node_id);
                     }
                     let users: Vec<Option<Name>> = view
-                        .replicas_using_instance_manager(name)
+                        .replicas_using_instance_manager(d.name)
                         .map(|r| r.volume_name().cloned())
                         .collect();
                     for v in users {
@@ -222,23 +208,13 @@ impl DrainIndex {
                     }
                 }
             }
-            (ObjectKind::InstanceManager, old) => {
-                let old = match old {
-                    Some(Object::InstanceManager(im)) => Some(&**im),
-                    _ => None,
-                };
-                self.instance_manager_changed(view, old, name);
-            }
-            (ObjectKind::Setting, old) => {
-                let before = match old {
-                    Some(Object::Setting(s)) => Some(s.value.as_str()),
-                    _ => None,
-                };
-                if before != view.setting(name) {
+            Change::InstanceManager(d) => self.instance_manager_changed(view, d.old, d.name),
+            Change::Setting(d) => {
+                if d.old.map(|s| s.value.as_str()) != d.new.map(|s| s.value.as_str()) {
                     self.all_dirty = true;
                 }
             }
-            (ObjectKind::StorageClass | ObjectKind::LonghornNode, _) => {}
+            Change::StorageClass(_) | Change::LonghornNode(_) => {}
         }
     }
 }
@@ -251,13 +227,9 @@ fn set(sets: &mut Index, node: &Name, volume: &Name, member: bool) {
     }
 }
 
-impl ViewIndex for DrainIndex {
-    fn apply(&mut self, view: &ClusterView, kind: ObjectKind, name: &str, old: Option<&Object>) {
-        self.changed(view, kind, name, old);
-    }
-
-    fn delete(&mut self, view: &ClusterView, old: &Object) {
-        self.changed(view, old.kind(), old.name(), Some(old));
+impl Derived for DrainIndex {
+    fn apply(&mut self, view: &ClusterView, change: Change<'_>, _now: std::time::SystemTime) {
+        self.changed(view, change);
     }
 
     fn flush(&mut self, view: &ClusterView) {
@@ -283,16 +255,7 @@ impl ViewIndex for DrainIndex {
         }
     }
 
-    fn rebuild(&mut self, view: &ClusterView) {
-        *self = Self::default();
-        for im in view.instance_managers() {
-            self.sites.instance_manager_changed(None, Some(im));
-        }
-        self.all_dirty = true;
-        self.flush(view);
-    }
-
-    fn clone_box(&self) -> Box<dyn ViewIndex> {
+    fn clone_box(&self) -> Box<dyn Derived> {
         Box::new(self.clone())
     }
 

@@ -247,7 +247,7 @@ pub fn settings(inv: &Inventory, policy: &Policy) -> Vec<Finding> {
         }
     }
     let soft = get("replica-soft-anti-affinity");
-    if let Some(v) = soft.filter(|v| crate::policy::settings::go_bool(v) == Some(true)) {
+    if let Some(v) = soft.filter(|v| crate::policy::replicas::go_bool(v) == Some(true)) {
         out.push(Finding::new(
             Check::Settings,
             Severity::Warning,

@@ -80,7 +80,10 @@ pub(super) fn stall_since(
 ) -> Option<SystemTime> {
     let mut since: Option<SystemTime> = None;
     if view.freshness().source == Source::Watch {
-        if let Some(mark) = view.rebuild_mark(engine.metadata.name.as_deref().unwrap_or(""), address_key) {
+        let marks = view.derived::<super::super::RebuildMarks>();
+        if let Some(mark) =
+            marks.and_then(|m| m.get(engine.metadata.name.as_deref().unwrap_or(""), address_key))
+        {
             if mark.progress == progress {
                 since = Some(mark.since);
             }

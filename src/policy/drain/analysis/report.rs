@@ -6,9 +6,9 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::super::instances::UnmappedInstance;
-use super::super::message::reasons::{as_opt_text, as_text};
 use super::finding::{Override, Reason, Remedy};
 use crate::duration::coarse;
+use crate::output::{as_opt_text, as_text};
 
 /// What draining the node means for one volume.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]

@@ -12,19 +12,6 @@ use super::super::analysis::{
 };
 use super::super::instances::{InstanceKind, UnmappedInstance};
 
-/// Serialises a value as the text it renders to (JSON reports keep their strings).
-pub fn as_text<T: Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(v)
-}
-
-/// [`as_text`] for an optional value (`null` when absent).
-pub fn as_opt_text<T: Display, S: serde::Serializer>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(v) => s.collect_str(v),
-        None => s.serialize_none(),
-    }
-}
-
 /// `reason; remedy` (or the reason alone when there is no remedy).
 fn explanation(reason: &Reason, remedy: &Remedy) -> String {
     match remedy {

@@ -22,14 +22,24 @@ use std::time::SystemTime;
 use futures::future::try_join_all;
 use tokio::sync::Semaphore;
 
-use super::readset::{self, ConfirmRead, RESOURCES};
-use super::{
+use crate::cluster::readset::{self, ConfirmRead, RESOURCES};
+use crate::cluster::{
     ClusterView, Object, ObjectKind, SharedView, Source, INSTANCE_MANAGER_NODE_LABEL, LONGHORN_NODE_LABEL,
 };
-use crate::admit::Confirmer;
 use crate::policy::drain::{engines_reported_by, volume_of_engine_name, volumes_on_node};
 use reader::{Listed, Reader};
 pub use selectors::{encode_query_value, volume_selectors, Requirement, Selector};
+
+/// A fresh view of one node's drain-relevant state, or why it could not be read (one line).
+pub type ConfirmOutcome = Result<std::sync::Arc<ClusterView>, String>;
+
+/// A future giving a fresh view of one node's drain-relevant state.
+pub type ConfirmFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ConfirmOutcome> + Send>>;
+
+/// Reads the state that an allow for draining `node` rests on with a consistent read from the
+/// API server, within the budget given, and returns it as a fresh view (see
+/// [`crate::decision::Decision::confirm_node`]).
+pub type Confirmer = std::sync::Arc<dyn Fn(String, std::time::Duration) -> ConfirmFuture + Send + Sync>;
 
 /// Requests one confirmation keeps in flight at most.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -180,7 +190,8 @@ pub async fn read_node_state_cached(
     // An object two reads returned (an engine that changed node between them) keeps its newer
     // copy.
     let objects = reader::newest_copies(lists).into_iter().filter(is_read);
-    Ok(ClusterView::from_objects(Source::Direct, objects, SystemTime::now()))
+    let now = SystemTime::now();
+    Ok(ClusterView::from_objects(Source::Direct, objects, now).derive(super::derivations(), now))
 }
 
 /// The volumes, their replicas not on the node (`elsewhere` selects those) and their engines,

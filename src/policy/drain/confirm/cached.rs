@@ -10,10 +10,10 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use super::super::meta::{Meta, KEPT_LABELS};
-use super::super::{readset, ClusterView, Kind, Object, ObjectKind, SharedView};
 use super::labels::{self, Labelled};
 use super::selectors::Selector;
+use crate::cluster::meta::{Meta, KEPT_LABELS};
+use crate::cluster::{readset, ClusterView, Object, ObjectKind, SharedView};
 
 /// The watch view and the kinds it holds current for one confirmation.
 pub struct Cached {
@@ -106,30 +106,7 @@ fn by_volume(
 
 /// Clones of the objects of `kind` whose metadata `keep` accepts.
 fn select(view: &ClusterView, kind: ObjectKind, keep: impl Fn(&Meta) -> bool) -> Vec<Object> {
-    fn pick<T: Clone>(
-        of: &Kind<T>,
-        keep: &dyn Fn(&Meta) -> bool,
-        meta: fn(&T) -> &Meta,
-        wrap: fn(Box<T>) -> Object,
-    ) -> Vec<Object> {
-        of.values().filter(|o| keep(meta(o))).map(|o| wrap(o.clone())).collect()
-    }
-    let keep: &dyn Fn(&Meta) -> bool = &keep;
-    match kind {
-        ObjectKind::Node => pick(&view.nodes, keep, |o| &o.metadata, Object::Node),
-        ObjectKind::Pod => {
-            view.pods.values().flat_map(|pods| pick(pods, keep, |o| &o.metadata, Object::Pod)).collect()
-        }
-        ObjectKind::StorageClass => pick(&view.storage_classes, keep, |o| &o.metadata, Object::StorageClass),
-        ObjectKind::Volume => pick(&view.volumes, keep, |o| &o.metadata, Object::Volume),
-        ObjectKind::Replica => pick(&view.replicas, keep, |o| &o.metadata, Object::Replica),
-        ObjectKind::Engine => pick(&view.engines, keep, |o| &o.metadata, Object::Engine),
-        ObjectKind::LonghornNode => pick(&view.longhorn_nodes, keep, |o| &o.metadata, Object::LonghornNode),
-        ObjectKind::Setting => pick(&view.settings, keep, |o| &o.metadata, Object::Setting),
-        ObjectKind::InstanceManager => {
-            pick(&view.instance_managers, keep, |o| &o.metadata, Object::InstanceManager)
-        }
-    }
+    view.select(kind, &keep)
 }
 
 #[cfg(test)]

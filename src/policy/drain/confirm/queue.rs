@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Semaphore};
 
-use crate::admit::{ConfirmOutcome, Confirmer};
+use super::{ConfirmOutcome, Confirmer};
 
 /// One confirmation: its task, and its answer once there is one. The task runs on its own (a
 /// request that stops waiting does not stall the others) and is stopped when the last request

@@ -177,7 +177,7 @@ mod tests {
     use super::*;
     use crate::cluster::LONGHORN_NODE_LABEL;
 
-    const MAX: usize = crate::cluster::confirm::MAX_SELECTOR_BYTES;
+    const MAX: usize = crate::policy::drain::confirm::MAX_SELECTOR_BYTES;
 
     fn names(n: usize) -> BTreeSet<String> {
         (0..n).map(|i| format!("pvc-{i:08}-0000-4000-8000-{i:012}")).collect()
