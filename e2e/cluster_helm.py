@@ -324,9 +324,13 @@ def uninstall(run: Run, cfg, kubelets) -> None:
     run.check("no Helm release record is left", not records, " ".join(records))
     run.check("no longhorn-guard pod is left",
               wait_until(90, lambda: not guard_pods(run)), str([p["metadata"]["name"] for p in guard_pods(run)]))
-    leftover = run.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets",
-                           "-n", run.ns, "-o", "name").stdout.split()
-    leftover = [o for o in leftover if not o.endswith(("/kube-root-ca.crt", "serviceaccount/default"))]
+    kinds = "all,configmaps,secrets,serviceaccounts,roles,rolebindings,poddisruptionbudgets"
+    leftover = run.kubectl("get", kinds, "-n", run.ns, "-o", "name").stdout.split()
+    # What the controllers put in every namespace, as in kube-node-lease, which nothing else
+    # writes to: kube-root-ca.crt and the default ServiceAccount, and with a controller-manager
+    # built from OpenShift's Kubernetes tree also openshift-service-ca.crt.
+    every = set(run.kubectl("get", kinds, "-n", "kube-node-lease", "-o", "name").stdout.split())
+    leftover = [o for o in leftover if o not in every and not o.endswith(("/kube-root-ca.crt", "serviceaccount/default"))]
     run.check(f"namespace {run.ns} holds nothing but what Kubernetes puts in every namespace", not leftover,
               " ".join(leftover))
     if kubelets and routed_service_gone(run):

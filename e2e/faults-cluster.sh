@@ -7,7 +7,9 @@
 #
 # Topology: members m1, m2, m3 (client 127.0.0.1:3410N, peer 127.0.0.1:3420N; m3 runs as
 # `nobody`, so that its peer traffic can be matched by owner); API server A (:34443) on m1, B
-# (:34444) on m3; guard GA (:34843) watches through A, GB (:34844) through B. Scenarios:
+# (:34444) on m3; guard GA (:34843) watches through A, GB (:34844) through B, GS (:34845) through
+# a "Service" (:34450, e2e/service_proxy.py) that sends each new connection to B while B's
+# /readyz is ok, else to A: only reconnecting gets GS off a stuck B. Scenarios:
 #   partition  m3's peer traffic dropped (iptables, loopback, m3's peer port and m3's own
 #              packets to the other peer ports); the change is written through A meanwhile;
 #   leader     the etcd leader killed (SIGKILL) while evictions arrive; the change written
@@ -101,7 +103,7 @@ leader() {
 	done
 }
 
-api_port() { [ "$1" = A ] && echo 34443 || echo 34444; }
+api_port() { case $1 in A) echo 34443 ;; B) echo 34444 ;; S) echo 34450 ;; esac; }
 start_api() { # A|B
 	local port member
 	port=$(api_port "$1")
@@ -130,7 +132,8 @@ kubeconfig() { # A|B FILE
 		current-context: e2e
 	EOF
 }
-guard_port() { [ "$1" = GA ] && echo 34843 || echo 34844; }
+guard_port() { case $1 in GA) echo 34843 ;; GB) echo 34844 ;; GS) echo 34845 ;; esac; }
+GUARDS="GA GB GS"
 start_guard() { # GA|GB API
 	KUBECONFIG=$WORK/kubeconfig-$2 start "guard-$1" "$BIN" serve --tls-dir "$WORK/guard-certs" \
 		--listen "127.0.0.1:$(guard_port "$1")" --check-interval 0s
@@ -167,7 +170,7 @@ done
 ver=$("$ETCD" --version | sed -n 's/^etcd Version: //p')
 python3 -c "import sys; v=tuple(map(int,'$ver'.split('.')[:3])); sys.exit(0 if v >= (3,5,13) else 1)" ||
 	die "etcd $ver: 3.5.13+ needed (consistent reads from the watch cache; set ETCD)"
-for p in 34101 34102 34103 34201 34202 34203 34443 34444 34843 34844; do
+for p in 34101 34102 34103 34201 34202 34203 34443 34444 34450 34843 34844 34845; do
 	(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && die "port $p is in use"
 done
 # Ports 34xxx lie in the ephemeral range: keep the kernel from handing them to outgoing
@@ -200,8 +203,11 @@ k -n "$LH_NS" get pod "$IM3" -o json |
 "$BIN" certs --out "$WORK/guard-certs" >/dev/null
 start_guard GA A
 start_guard GB B
+start service python3 "$E2E/service_proxy.py" 34450 "$PKI/ca.crt" "$PKI/admin.crt" "$PKI/admin.key" 34444 34443
+kubeconfig S "$WORK/kubeconfig-S"
+start_guard GS S
 guard_ready() { curl -sf --max-time 2 --cacert "$WORK/guard-certs/ca.crt" "https://127.0.0.1:$(guard_port "$1")/readyz" >/dev/null; }
-for g in GA GB; do wait_for 60 guard_ready "$g" || die "guard $g not ready ($WORK/guard-$g.log)"; done
+for g in $GUARDS; do wait_for 60 guard_ready "$g" || die "guard $g not ready ($WORK/guard-$g.log)"; done
 
 # ---------------------------------------------------------------- sampling
 now_ms() { date +%s%3N; }
@@ -232,8 +238,7 @@ sample() {
 # sampler FILE: samples both guards every 0.5 s into FILE until killed.
 sampler() {
 	while :; do
-		sample GA >>"$1" &
-		sample GB >>"$1" &
+		for g in $GUARDS; do sample "$g" >>"$1" & done
 		sleep 0.5
 	done
 }
@@ -274,15 +279,19 @@ change() {
 	done
 	event "$1"
 }
-both_answer() { # allowed true|false: both guards answer the eviction so
+both_answer() { # allowed true|false: every guard answers the eviction so
 	local g
-	for g in GA GB; do sample "$g" | cut -f4 | grep -qx "$1" || return 1; done
+	for g in $GUARDS; do sample "$g" | cut -f4 | grep -qx "$1" || return 1; done
 }
 finish() {
 	sleep 2
 	kill "$SAMPLER" 2>/dev/null
 	wait "$SAMPLER" 2>/dev/null || true
 	sleep 1
+	# When the Service took B out (after the fault started): "steered".
+	awk -v from="$(awk '$2 == "fault" {print $1}' "$EVENTS")" \
+		'$2 == "backend" && $3 == 34444 && $4 == "out" && $1 * 1000 >= from {printf "%.0f steered\n", $1 * 1000; exit}' \
+		"$WORK/service.log" >>"$EVENTS"
 	python3 "$E2E/faults_report.py" "$SCEN" "$SAMPLES" "$EVENTS" "$MAX_VIEW_AGE" "$@" || FAILED=1
 	CHANGE_VIA=A change heal
 	wait_for 30 both_answer true || echo "    (both guards did not allow again within 30s)"
@@ -305,6 +314,7 @@ SCENARIOS=${E2E_FAULTS:-partition leader quorum failover}
 wait_for 30 both_answer true || die "the guards do not allow the safe eviction at the start"
 GA_PID=$(pid_of guard-GA)
 GB_PID=$(pid_of guard-GB)
+GS_PID=$(pid_of guard-GS)
 for s in $SCENARIOS; do
 	case $s in
 	partition)
@@ -320,7 +330,7 @@ for s in $SCENARIOS; do
 		event heal
 		whole all_members
 		sleep 15
-		finish cutoff=GB
+		finish cutoff=GB steered=GS
 		;;
 	leader)
 		begin leader
@@ -372,15 +382,16 @@ for s in $SCENARIOS; do
 		event heal
 		event whole
 		sleep 15
-		finish cutoff=GB
+		finish cutoff=GB steered=GS
 		;;
 	*) die "unknown scenario $s" ;;
 	esac
 done
 
 log "no panic, no restart"
-for g in GA GB; do
-	pid=$([ "$g" = GA ] && echo "$GA_PID" || echo "$GB_PID")
+for g in $GUARDS; do
+	pid_var=${g}_PID
+	pid=${!pid_var}
 	if kill -0 "$pid" 2>/dev/null && ! grep -q 'panicked' "$WORK/guard-$g.log"; then
 		echo "ok   - $g: the same process throughout (pid $pid), no panic in its log"
 	else

@@ -15,7 +15,10 @@ the fault ends. Exit 1 when an acceptance check fails:
     other one answers correctly throughout (an allow before the change, the denial naming
     vol-healthy from MAX_VIEW_AGE after it);
   - a correct answer within MAX_VIEW_AGE + 2 s after the fault ends (after the change, when
-    it is written later), and only correct answers from then on.
+    it is written later), and only correct answers from then on;
+  - the guard behind the Service (steered=) answers correctly during the fault from
+    MAX_VIEW_AGE + 2 s after the Service took B out (event steered) and after the change: it
+    reconnected to the healthy API server.
 """
 
 import collections
@@ -24,6 +27,7 @@ import sys
 scenario, samples_path, events_path, max_age = sys.argv[1:5]
 max_age = float(max_age)
 cutoff = next((a.split("=", 1)[1] for a in sys.argv[5:] if a.startswith("cutoff=")), None)
+steered = next((a.split("=", 1)[1] for a in sys.argv[5:] if a.startswith("steered=")), None)
 events = {}
 for line in open(events_path):
     ms, name = line.split()
@@ -115,7 +119,20 @@ for guard in sorted(rows):
               + f", within {max_age + 2:.0f}s, and only correct ones after ({len(wrong)} not)")
     back = next((t for t, ready in readyz if t >= t_whole and ready == "200"), None)
     print("   /readyz 200 " + (f"{back - t_whole:.1f}s after the fault ended" if back else "not seen after the fault ended"))
-    if cutoff == guard:
+    if steered == guard:
+        t_steer = events.get("steered")
+        if t_steer is None or t_steer > t_heal:
+            print(f"   (the Service never took B out during the fault: nothing to steer around)")
+        else:
+            since = max(t_steer, t_fail or 0)
+            during = [x for x in r if since + max_age + 2 <= x[0] <= t_heal]
+            wrong = [x for x in during if not correct(x[0], x[2], x[5])]
+            first = next((x[0] for x in r if x[0] >= since and correct(x[0], x[2], x[5])), None)
+            check(during and not wrong,
+                  f"{guard} (behind the Service, which took B out at {rel(t_steer)}): correct from "
+                  f"{max_age + 2:.0f}s after that on ({len(during) - len(wrong)}/{len(during)}; the first "
+                  + (f"{first - since:.1f}s after it)" if first else "never)"))
+    elif cutoff == guard:
         unready = next((t for t, ready in readyz if t_fault <= t <= t_heal and ready == "503"), None)
         check(unready is not None and unready - t_fault <= 2 * max_age,
               f"{guard} (cut off): /readyz 503 within {2 * max_age:.0f}s of the fault"

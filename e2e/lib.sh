@@ -1,6 +1,8 @@
-# Shell helpers shared by e2e/run.sh (`make e2e`), e2e/faults-cluster.sh (`make e2e-faults`) and
-# e2e/scale.sh (`make scale`). Sourced, not run.
-# Expects: KUBECTL, CRDS (the Longhorn CRD file), ROOT; SCRIPT_NAME for messages.
+# Shell helpers shared by e2e/run.sh (`make e2e`), e2e/faults-cluster.sh (`make e2e-faults`),
+# e2e/scale.sh (`make scale`) and e2e/cluster.sh (`make e2e-cluster`). Sourced, not run.
+# Expects: KUBECTL, CRDS (the Longhorn CRD file), ROOT; SCRIPT_NAME for messages. The check
+# helpers (run, pass, fail, check, ...) count into PASSED/FAILED/FAILURES, which the sourcing
+# script initialises.
 
 # The namespaces, label and instance managers of e2e/state (a script may set its own first).
 LH_NS=${LH_NS:-longhorn-system}
@@ -143,4 +145,44 @@ load_state() {
 		esac
 		k "${ns[@]}" patch "$res" "$name" --subresource=status --type=merge --patch-file="$f" >/dev/null
 	done
+}
+
+# run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
+run() {
+	printf '$ %s\n' "$*"
+	set +e
+	OUT=$("$@" 2>&1)
+	RC=$?
+	set -e
+	if [ -n "$OUT" ]; then printf '%s\n' "$OUT" | sed 's/^/    /'; fi
+	printf '    [exit code: %s]\n' "$RC"
+}
+
+pass() {
+	PASSED=$((PASSED + 1))
+	printf 'ok   - %s\n' "$1"
+}
+fail() {
+	FAILED=$((FAILED + 1))
+	FAILURES+=("$1")
+	printf 'FAIL - %s\n' "$1"
+}
+
+# expect DESCRIPTION CONDITION...: one check; CONDITION is evaluated with `eval`-free test
+# functions below, e.g. `expect "x" rc_is 0 && contains "foo"` is written as separate args.
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+rc_is() { [ "$RC" -eq "$1" ]; }
+rc_not() { [ "$RC" -ne "$1" ]; }
+has() { grep -qF -- "$1" <<<"$OUT"; }
+# A `Warning:` line from the API server other than kubectl's own note about objects made
+# with `kubectl create` (missing last-applied-configuration).
+warned() { grep '^Warning: ' <<<"$OUT" | grep -qv 'last-applied-configuration'; }
+lacks() { ! grep -qF -- "$1" <<<"$OUT"; }
+all() {
+	local c
+	for c in "$@"; do eval "$c" || return 1; done
 }

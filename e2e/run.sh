@@ -62,46 +62,6 @@ SCRIPT_NAME=e2e
 # shellcheck source=e2e/doctor.sh
 . "$E2E/doctor.sh"
 
-# run CMD...: runs a command, shows it and its output (indented), keeps both in $OUT/$RC.
-run() {
-	printf '$ %s\n' "$*"
-	set +e
-	OUT=$("$@" 2>&1)
-	RC=$?
-	set -e
-	if [ -n "$OUT" ]; then printf '%s\n' "$OUT" | sed 's/^/    /'; fi
-	printf '    [exit code: %s]\n' "$RC"
-}
-
-pass() {
-	PASSED=$((PASSED + 1))
-	printf 'ok   - %s\n' "$1"
-}
-fail() {
-	FAILED=$((FAILED + 1))
-	FAILURES+=("$1")
-	printf 'FAIL - %s\n' "$1"
-}
-
-# expect DESCRIPTION CONDITION...: one check; CONDITION is evaluated with `eval`-free test
-# functions below, e.g. `expect "x" rc_is 0 && contains "foo"` is written as separate args.
-check() {
-	local what=$1
-	shift
-	if "$@"; then pass "$what"; else fail "$what"; fi
-}
-rc_is() { [ "$RC" -eq "$1" ]; }
-rc_not() { [ "$RC" -ne "$1" ]; }
-has() { grep -qF -- "$1" <<<"$OUT"; }
-# A `Warning:` line from the API server other than kubectl's own note about objects made
-# with `kubectl create` (missing last-applied-configuration).
-warned() { grep '^Warning: ' <<<"$OUT" | grep -qv 'last-applied-configuration'; }
-lacks() { ! grep -qF -- "$1" <<<"$OUT"; }
-all() {
-	local c
-	for c in "$@"; do eval "$c" || return 1; done
-}
-
 cleanup() {
 	set +e
 	log "cleanup"

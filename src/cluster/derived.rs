@@ -11,40 +11,8 @@ use std::any::Any;
 use std::fmt;
 use std::time::SystemTime;
 
-use super::{
-    ClusterView, Engine, InstanceManager, LonghornNode, Node, Pod, Replica, Setting, StorageClass, Volume,
-};
-
-/// One object's change: the version it replaced (`None`: new) and the version the view now
-/// holds (`None`: deleted).
-#[derive(Debug)]
-pub struct Diff<'a, K> {
-    pub name: &'a str,
-    pub old: Option<&'a K>,
-    pub new: Option<&'a K>,
-}
-
-impl<K> Clone for Diff<'_, K> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<K> Copy for Diff<'_, K> {}
-
-/// A change to one object, by kind.
-#[derive(Clone, Copy, Debug)]
-pub enum Change<'a> {
-    Node(Diff<'a, Node>),
-    Pod(Diff<'a, Pod>),
-    StorageClass(Diff<'a, StorageClass>),
-    Volume(Diff<'a, Volume>),
-    Replica(Diff<'a, Replica>),
-    Engine(Diff<'a, Engine>),
-    LonghornNode(Diff<'a, LonghornNode>),
-    Setting(Diff<'a, Setting>),
-    InstanceManager(Diff<'a, InstanceManager>),
-}
+use super::kinds::Change;
+use super::ClusterView;
 
 /// Derived state kept current with the view.
 pub trait Derived: Send + Sync + fmt::Debug + Any {

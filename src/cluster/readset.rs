@@ -6,7 +6,7 @@
 //! analysis reads only the Settings in [`DRAIN_SETTINGS`], which is exactly what a confirmation
 //! reads, so a confirmed decision and a cached one see the same state.
 
-use super::{ObjectKind, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
+use super::ObjectKind;
 
 /// Longhorn setting naming the storage network (`<ns>/<nad>` or empty).
 pub const STORAGE_NETWORK_SETTING: &str = "storage-network";
@@ -16,165 +16,24 @@ pub const DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING: &str = "default-instance-manag
 /// Longhorn kinds (`longhorn.io/v1beta2`) only `check cluster` reads, never the drain view: the
 /// snapshot loader skips them without a log line.
 pub const CHECK_ONLY_KINDS: [&str; 3] = ["BackupTarget", "RecurringJob", "Snapshot"];
-/// Instance managers per page whenever the whole kind is listed (the watch's lists, `check
-/// cluster`'s reads). An instance manager's status names every engine and replica it runs,
-/// about 1.5 MB of JSON each at 10,000 volumes on 30 nodes: at kube's default of 500 per page
-/// one 45 MB body held them all, which set the peak memory of a sync or relist (75-89 MiB at
-/// 10,000 volumes; 50-56 MiB at four per page). The other kinds keep 500 per page.
-pub const INSTANCE_MANAGER_LIST_PAGE: u32 = 4;
 /// Every Setting a drain decision reads; a confirmation reads exactly these.
 pub const DRAIN_SETTINGS: [&str; 2] = [STORAGE_NETWORK_SETTING, DEFAULT_INSTANCE_MANAGER_IMAGE_SETTING];
 
-/// The label of instance-manager pods (`longhorn.io/component=instance-manager`).
-pub const INSTANCE_MANAGER_POD_LABEL: (&str, &str) = (COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT);
-
-/// How a confirmation for node N reads one kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfirmRead {
-    /// The whole kind in one LIST, narrowed to objects with this label (key, value) if any
-    /// (small kinds: a few objects per node).
-    Whole(Option<(&'static str, &'static str)>),
-    /// Objects labelled `longhornnode=N` (to find N's volumes), then, with the volume kinds,
-    /// every object of those volumes (engines: they change node as volumes attach, so both
-    /// reads may hold one, and the later read's copy is kept).
-    NodeAndVolumes,
-    /// As `NodeAndVolumes`, but the per-volume read skips objects on N (`longhornnode!=N`): the
-    /// node's read holds those (replicas: a replica's node is set once, when it is scheduled).
-    NodeAndVolumesElsewhere,
-    /// Objects of N's volumes (`longhornvolume in (...)`).
-    Volumes,
-    /// N's objects (label `longhorn.io/node=N`) whole, the others as the Table of the CRD's
-    /// printer columns (instance managers: their instance lists matter only on N).
-    NodeAndSummary,
-    /// Read whole, and only when N has no Kubernetes Node (then a Longhorn node of that name is
-    /// what makes N known).
-    WhenNodeUnknown,
-    /// Not read: drain decisions do not look at this kind.
-    Skip,
-}
-
-impl ConfirmRead {
-    /// Read by node first (`longhornnode=N`).
-    pub fn by_node(self) -> bool {
-        matches!(self, Self::NodeAndVolumes | Self::NodeAndVolumesElsewhere)
-    }
-
-    /// Read per volume (`longhornvolume in (...)`).
-    pub fn by_volume(self) -> bool {
-        matches!(self, Self::Volumes | Self::NodeAndVolumes | Self::NodeAndVolumesElsewhere)
-    }
-}
-
-/// One kind the view holds: its API resource, where it lives, how a confirmation reads it.
-#[derive(Clone, Copy, Debug)]
-pub struct Resource {
-    pub kind: ObjectKind,
-    /// API group (`""` for the core group).
-    pub group: &'static str,
-    pub version: &'static str,
-    /// The `kind` field of its objects.
-    pub type_name: &'static str,
-    pub plural: &'static str,
-    /// `None` for cluster-scoped kinds, else the namespace watched and read.
-    pub namespace: Option<&'static str>,
-    pub confirm: ConfirmRead,
-}
-
-impl Resource {
-    /// `apiVersion` of its objects (`v1`, `storage.k8s.io/v1`, `longhorn.io/v1beta2`).
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_string()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// The collection path a LIST or WATCH goes to, e.g.
-    /// `/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas`.
-    pub fn list_path(&self) -> String {
-        let root = if self.group.is_empty() { "/api".to_string() } else { format!("/apis/{}", self.group) };
-        match self.namespace {
-            Some(ns) => format!("{root}/{}/namespaces/{ns}/{}", self.version, self.plural),
-            None => format!("{root}/{}/{}", self.version, self.plural),
-        }
-    }
-
-    /// True when a drain decision reads this kind (a confirmation reads it).
-    pub fn drain_reads(&self) -> bool {
-        self.confirm != ConfirmRead::Skip
-    }
-}
-
-const fn lh(
-    kind: ObjectKind,
-    type_name: &'static str,
-    plural: &'static str,
-    confirm: ConfirmRead,
-) -> Resource {
-    Resource {
-        kind,
-        group: "longhorn.io",
-        version: "v1beta2",
-        type_name,
-        plural,
-        namespace: Some(LONGHORN_NAMESPACE),
-        confirm,
-    }
-}
-
-/// Every kind the view holds, in [`ObjectKind::ALL`] order.
-pub const RESOURCES: [Resource; 9] = [
-    Resource {
-        kind: ObjectKind::Node,
-        group: "",
-        version: "v1",
-        type_name: "Node",
-        plural: "nodes",
-        namespace: None,
-        confirm: ConfirmRead::Whole(None),
-    },
-    Resource {
-        kind: ObjectKind::Pod,
-        group: "",
-        version: "v1",
-        type_name: "Pod",
-        plural: "pods",
-        namespace: Some(LONGHORN_NAMESPACE),
-        confirm: ConfirmRead::Whole(Some(INSTANCE_MANAGER_POD_LABEL)),
-    },
-    Resource {
-        kind: ObjectKind::StorageClass,
-        group: "storage.k8s.io",
-        version: "v1",
-        type_name: "StorageClass",
-        plural: "storageclasses",
-        namespace: None,
-        confirm: ConfirmRead::Skip,
-    },
-    lh(ObjectKind::Volume, "Volume", "volumes", ConfirmRead::Volumes),
-    lh(ObjectKind::Replica, "Replica", "replicas", ConfirmRead::NodeAndVolumesElsewhere),
-    lh(ObjectKind::Engine, "Engine", "engines", ConfirmRead::NodeAndVolumes),
-    lh(ObjectKind::LonghornNode, "Node", "nodes", ConfirmRead::WhenNodeUnknown),
-    // Read whole (a few dozen objects) and kept only for the names in DRAIN_SETTINGS.
-    lh(ObjectKind::Setting, "Setting", "settings", ConfirmRead::Whole(None)),
-    lh(ObjectKind::InstanceManager, "InstanceManager", "instancemanagers", ConfirmRead::NodeAndSummary),
-];
+pub use super::kinds::RESOURCES;
+pub use super::resource::{
+    longhorn, ConfirmRead, Resource, INSTANCE_MANAGER_LIST_PAGE, INSTANCE_MANAGER_POD_LABEL,
+};
 
 /// The read-set entry of a kind.
 pub fn resource(kind: ObjectKind) -> &'static Resource {
     // RESOURCES follows ObjectKind::ALL, so the position is the discriminant (tested below).
-    &RESOURCES[kind as usize]
+    kind.resource()
 }
 
 /// The kind of an object with this `apiVersion`/`kind`, or `None` for kinds the view does not
 /// hold (the snapshot loader skips those).
 pub fn kind_of(api_version: &str, type_name: &str) -> Option<ObjectKind> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    RESOURCES
-        .iter()
-        .find(|r| r.group == group && r.version == version && r.type_name == type_name)
-        .map(|r| r.kind)
+    ObjectKind::from_type(api_version, type_name)
 }
 
 /// The `apiVersion` the view reads `type_name` of `api_version`'s group at, when that is

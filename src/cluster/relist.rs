@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::time::{Instant, SystemTime};
 
-use super::{ClusterView, Meta, Name, Object, ObjectKind};
+use super::{on_kind, ClusterView, Listed, Meta, Name, Object, ObjectKind};
 
 /// A (namespace, name) key; the namespace is empty for cluster-scoped kinds.
 pub type Key = (Name, Name);
@@ -47,19 +47,8 @@ impl ClusterView {
             return false;
         }
         let name = object.name();
-        match object {
-            Object::Node(o) => self.nodes.get(name).is_some_and(|v| v == o),
-            Object::Pod(o) => {
-                self.pod(o.metadata.namespace.as_deref().unwrap_or_default(), name).is_some_and(|v| v == &**o)
-            }
-            Object::StorageClass(o) => self.storage_classes.get(name).is_some_and(|v| v == o),
-            Object::Volume(o) => self.volumes.get(name).is_some_and(|v| v == o),
-            Object::Replica(o) => self.replicas.get(name).is_some_and(|v| v == o),
-            Object::Engine(o) => self.engines.get(name).is_some_and(|v| v == o),
-            Object::LonghornNode(o) => self.longhorn_nodes.get(name).is_some_and(|v| v == o),
-            Object::Setting(o) => self.settings.get(name).is_some_and(|v| v == o),
-            Object::InstanceManager(o) => self.instance_managers.get(name).is_some_and(|v| v == o),
-        }
+        let namespace = object.metadata().namespace.as_deref().unwrap_or_default();
+        on_kind!(object.kind(), K => K::peek(object).is_some_and(|o| self.objects::<K>().get(namespace, name) == Some(o)))
     }
 
     /// Replaces every object of `kind` with `objects` (a watch's completed (re)list): objects
@@ -87,7 +76,9 @@ impl ClusterView {
         started_mono: Instant,
     ) {
         let Relist { keep, changed } = relist;
-        let gone: Vec<Key> = self.keys(kind).filter(|k| !keep.contains(k)).collect();
+        let gone: Vec<Key> = on_kind!(kind, K => {
+            self.objects::<K>().values().map(|o| key_of(o.meta())).filter(|k| !keep.contains(k)).collect()
+        });
         drop(keep);
         for (ns, name) in gone {
             self.take(kind, Some(&ns), &name);
@@ -100,25 +91,5 @@ impl ClusterView {
         }
         self.flush_indexes();
         self.touch_kind_at(kind, started, started_mono);
-    }
-
-    /// The keys of every object of `kind` the view holds.
-    fn keys(&self, kind: ObjectKind) -> Box<dyn Iterator<Item = Key> + '_> {
-        let cluster = |n: &Name| (Name::default(), n.clone());
-        match kind {
-            ObjectKind::Pod => Box::new(
-                self.pods.iter().flat_map(|(ns, pods)| pods.keys().map(move |n| (ns.clone(), n.clone()))),
-            ),
-            ObjectKind::Node => Box::new(self.nodes.keys().map(cluster)),
-            ObjectKind::StorageClass => Box::new(self.storage_classes.keys().map(cluster)),
-            ObjectKind::Volume => Box::new(self.volumes.values().map(|o| key_of(&o.metadata))),
-            ObjectKind::Replica => Box::new(self.replicas.values().map(|o| key_of(&o.metadata))),
-            ObjectKind::Engine => Box::new(self.engines.values().map(|o| key_of(&o.metadata))),
-            ObjectKind::LonghornNode => Box::new(self.longhorn_nodes.values().map(|o| key_of(&o.metadata))),
-            ObjectKind::Setting => Box::new(self.settings.values().map(|o| key_of(&o.metadata))),
-            ObjectKind::InstanceManager => {
-                Box::new(self.instance_managers.values().map(|o| key_of(&o.metadata)))
-            }
-        }
     }
 }

@@ -40,7 +40,7 @@ pub use retry::{fault_of, retry_delay};
 
 use super::relist::Relist;
 use super::stats::{self, WatchFault};
-pub use super::watched::{Item, Lean, Watched};
+pub use super::watched::{Item, Watched};
 use super::{Object, ObjectKind, SharedView};
 
 /// First wait before a failed watch is retried.

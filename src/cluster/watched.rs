@@ -7,33 +7,10 @@ use std::borrow::Cow;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::DynamicResourceScope;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use super::{
-    Engine, InstanceManager, LonghornNode, Meta, Node, Object, Pod, Replica, Setting, StorageClass, Volume,
-};
-
-/// A lean object type a watch parses straight from the API's JSON.
-pub trait Lean: DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + 'static {
-    fn meta_mut(&mut self) -> &mut Meta;
-    fn into_object(self) -> Object;
-}
-
-macro_rules! lean {
-    ($($t:ident),*) => {$(
-        impl Lean for $t {
-            fn meta_mut(&mut self) -> &mut Meta {
-                &mut self.metadata
-            }
-            fn into_object(self) -> Object {
-                Object::$t(Box::new(self))
-            }
-        }
-    )*};
-}
-lean!(Node, Pod, StorageClass, Volume, Replica, Engine, LonghornNode, Setting, InstanceManager);
+use super::{Kind, Meta, Object};
 
 /// One watched object, parsed once from the API's JSON into its lean type `T`. The kube
 /// metadata keeps only what the watcher reads (name, namespace, resourceVersion). An object
@@ -67,7 +44,7 @@ fn kube_meta(m: &mut Meta) -> ObjectMeta {
 /// cannot be read this way: the watch reports an error and goes on past it, so the kind's
 /// watcher starts over with a list ([`super::watch::loses_events`]) and the kind stays stale
 /// (allows confirmed by reads) until that list is in: never a silent allow.
-impl<'de, T: Lean> Deserialize<'de> for Watched<T> {
+impl<'de, T: Kind> Deserialize<'de> for Watched<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw: Box<RawValue> = Deserialize::deserialize(d)?;
         match serde_json::from_str::<T>(raw.get()) {
@@ -118,13 +95,13 @@ pub struct Item {
     pub object: Result<Object, String>,
 }
 
-impl<T: Lean> From<Watched<T>> for Item {
+impl<T: Kind> From<Watched<T>> for Item {
     fn from(w: Watched<T>) -> Self {
         Self {
             namespace: w.meta.namespace,
             name: w.meta.name.unwrap_or_default(),
             resource_version: w.meta.resource_version,
-            object: w.object.map(Lean::into_object),
+            object: w.object.map(|o| T::wrap(Box::new(o))),
         }
     }
 }

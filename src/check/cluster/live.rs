@@ -11,8 +11,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::inventory::Inventory;
+use crate::cluster::readset::RESOURCES;
 use crate::cluster::{
-    ClusterView, Object, Source, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
+    ClusterView, Object, ObjectKind, Source, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
 };
 
 /// Items per page.
@@ -27,9 +28,11 @@ const REFRESH_PAGE: u32 = 200;
 /// and whether a missing resource (an older Longhorn without that CRD) is tolerated.
 struct Read {
     path: String,
-    api_version: &'static str,
+    api_version: String,
     kind: &'static str,
     labels: Option<String>,
+    /// Objects per page at most, when the kind asks for fewer than the caller's pages.
+    page: u32,
     optional: bool,
     /// The inventory keeps something of this kind (else only the view does).
     inventory: bool,
@@ -42,69 +45,62 @@ struct Read {
 /// (`kube-multus-ds`, `rke2-multus`) and longhorn-manager run.
 const DAEMONSET_NAMESPACES: [&str; 2] = ["kube-system", LONGHORN_NAMESPACE];
 
+/// The kinds of the view the inventory keeps something of too (the others fill only the view).
+const INVENTORY_KINDS: [ObjectKind; 5] = [
+    ObjectKind::Pod,
+    ObjectKind::StorageClass,
+    ObjectKind::Volume,
+    ObjectKind::LonghornNode,
+    ObjectKind::Setting,
+];
+
 fn reads() -> Vec<Read> {
-    let lh = |plural: &str, kind: &'static str, optional: bool, inventory: bool| Read {
+    // Every kind the view holds, as the read-set declares it; of the pods only the instance
+    // managers' (the storage-network check reads their Multus annotations).
+    let view = RESOURCES.iter().map(|r| Read {
+        path: r.list_path(),
+        api_version: r.api_version(),
+        kind: r.type_name,
+        labels: (r.kind == ObjectKind::Pod)
+            .then(|| format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}")),
+        page: r.kind.page_size(),
+        optional: false,
+        inventory: INVENTORY_KINDS.contains(&r.kind),
+        forbidden: None,
+    });
+    // What only these checks read.
+    let lh = |plural: &str, kind: &'static str| Read {
         path: format!("/apis/longhorn.io/v1beta2/namespaces/{LONGHORN_NAMESPACE}/{plural}"),
-        api_version: "longhorn.io/v1beta2",
+        api_version: "longhorn.io/v1beta2".into(),
         kind,
         labels: None,
-        optional,
-        inventory,
+        page: PAGE,
+        optional: true,
+        inventory: true,
         forbidden: None,
     };
-    vec![
-        Read {
-            path: "/api/v1/nodes".into(),
-            api_version: "v1",
-            kind: "Node",
-            labels: None,
-            optional: false,
-            inventory: false,
-            forbidden: None,
-        },
-        Read {
-            path: format!("/api/v1/namespaces/{LONGHORN_NAMESPACE}/pods"),
-            api_version: "v1",
-            kind: "Pod",
-            labels: Some(format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}")),
-            optional: false,
-            // The storage-network check reads their Multus annotations.
-            inventory: true,
-            forbidden: None,
-        },
-        Read {
-            path: "/apis/apps/v1/daemonsets".into(),
-            api_version: "apps/v1",
-            kind: "DaemonSet",
-            labels: None,
-            optional: false,
-            inventory: true,
-            forbidden: Some(
-                DAEMONSET_NAMESPACES
-                    .iter()
-                    .map(|ns| format!("/apis/apps/v1/namespaces/{ns}/daemonsets"))
-                    .collect(),
-            ),
-        },
-        Read {
-            path: "/apis/storage.k8s.io/v1/storageclasses".into(),
-            api_version: "storage.k8s.io/v1",
-            kind: "StorageClass",
-            labels: None,
-            optional: false,
-            inventory: true,
-            forbidden: None,
-        },
-        lh("volumes", "Volume", false, true),
-        lh("replicas", "Replica", false, false),
-        lh("engines", "Engine", false, false),
-        lh("nodes", "Node", false, true),
-        lh("settings", "Setting", false, true),
-        lh("instancemanagers", "InstanceManager", false, false),
-        lh("backuptargets", "BackupTarget", true, true),
-        lh("recurringjobs", "RecurringJob", true, true),
-        lh("snapshots", "Snapshot", true, true),
-    ]
+    let daemonsets = Read {
+        path: "/apis/apps/v1/daemonsets".into(),
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet",
+        labels: None,
+        page: PAGE,
+        optional: false,
+        inventory: true,
+        forbidden: Some(
+            DAEMONSET_NAMESPACES
+                .iter()
+                .map(|ns| format!("/apis/apps/v1/namespaces/{ns}/daemonsets"))
+                .collect(),
+        ),
+    };
+    let others = [
+        daemonsets,
+        lh("backuptargets", "BackupTarget"),
+        lh("recurringjobs", "RecurringJob"),
+        lh("snapshots", "Snapshot"),
+    ];
+    view.chain(others).collect()
 }
 
 #[derive(Deserialize)]
@@ -243,10 +239,7 @@ async fn list_path(
     page_timeout: Duration,
 ) -> Result<(), Refused> {
     let mut token: Option<String> = None;
-    let page = match r.kind {
-        "InstanceManager" => crate::cluster::readset::INSTANCE_MANAGER_LIST_PAGE.min(page),
-        _ => page,
-    };
+    let page = r.page.min(page);
     loop {
         let mut lp = ListParams::default().limit(page);
         if let Some(l) = &r.labels {
@@ -280,7 +273,7 @@ async fn list_path(
             }
             for mut item in page.items {
                 if let Some(map) = item.as_object_mut() {
-                    map.entry("apiVersion").or_insert_with(|| Value::from(r.api_version));
+                    map.entry("apiVersion").or_insert_with(|| Value::from(r.api_version.as_str()));
                     map.entry("kind").or_insert_with(|| Value::from(r.kind));
                 }
                 if objects.is_none() {

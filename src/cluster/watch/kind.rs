@@ -13,12 +13,9 @@ use kube::runtime::WatchStreamExt as _;
 use super::listwatch::{list_then_watch, Params, Step};
 use super::retry::{fault_of, Retry};
 use super::Target;
-use crate::cluster::readset::INSTANCE_MANAGER_LIST_PAGE;
 use crate::cluster::stats::WatchFault;
-use crate::cluster::watched::{Item, Lean, Watched};
-use crate::cluster::{
-    Engine, InstanceManager, LonghornNode, Node, ObjectKind, Pod, Replica, Setting, StorageClass, Volume,
-};
+use crate::cluster::watched::{Item, Watched};
+use crate::cluster::{on_kind, Kind, ObjectKind};
 
 pub(super) type KindEvents = BoxStream<'static, (ObjectKind, Result<Step<Item>, watcher::Error>)>;
 
@@ -41,9 +38,9 @@ pub fn loses_events(e: &watcher::Error) -> bool {
 /// Restarts that repeat are paced `recheck_after` apart. Each object is parsed once into the
 /// lean type `T`. The watch is resumed every `watch_timeout_secs` (its BOOKMARK comes 2 s
 /// before).
-fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) -> KindEvents {
+fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) -> KindEvents {
     let Tuning { recheck_after, watch_timeout_secs, resume_once } = tuning;
-    struct State<T: Lean> {
+    struct State<T: Kind> {
         api: Api<Watched<T>>,
         inner: Option<BoxStream<'static, Result<Step<Item>, watcher::Error>>>,
         /// When the last error of a failing spell arrived.
@@ -53,7 +50,7 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
         /// A restart that repeats within `recheck_after` waits until then.
         restart_at: Option<tokio::time::Instant>,
     }
-    impl<T: Lean> State<T> {
+    impl<T: Kind> State<T> {
         /// Schedules the next start of the watcher (after `inner` was dropped): at once, or
         /// `recheck_after` after the last restart when restarts repeat.
         fn restart_paced(&mut self, now: tokio::time::Instant, recheck_after: Duration) {
@@ -75,7 +72,7 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
             let api = st.api.clone();
             let inner = st.inner.get_or_insert_with(|| {
                 let params =
-                    Params { page_size: list_page_size(kind), timeout_secs: watch_timeout_secs, resume_once };
+                    Params { page_size: kind.page_size(), timeout_secs: watch_timeout_secs, resume_once };
                 list_then_watch(api, params)
                     .backoff(Retry::default())
                     .map(|ev| {
@@ -155,15 +152,6 @@ fn kind_events<T: Lean>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
     .boxed()
 }
 
-/// Objects per page when the watcher lists `kind`: kube's default of 500, except for instance
-/// managers ([`INSTANCE_MANAGER_LIST_PAGE`]).
-fn list_page_size(kind: ObjectKind) -> u32 {
-    match kind {
-        ObjectKind::InstanceManager => INSTANCE_MANAGER_LIST_PAGE,
-        _ => 500,
-    }
-}
-
 /// How the watches are paced.
 #[derive(Clone, Copy, Debug)]
 pub struct Tuning {
@@ -177,22 +165,12 @@ pub struct Tuning {
 
 /// One kind's events, parsed into its lean type.
 pub(super) fn stream_for(client: &kube::Client, t: &Target, tuning: Tuning) -> KindEvents {
-    fn api<T: Lean>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
+    fn api<T: Kind>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
         match t.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
             None => Api::all_with(client.clone(), &t.resource),
         }
     }
     let (k, r) = (t.kind, tuning);
-    match t.kind {
-        ObjectKind::Node => kind_events(api::<Node>(client, t), k, r),
-        ObjectKind::Pod => kind_events(api::<Pod>(client, t), k, r),
-        ObjectKind::StorageClass => kind_events(api::<StorageClass>(client, t), k, r),
-        ObjectKind::Volume => kind_events(api::<Volume>(client, t), k, r),
-        ObjectKind::Replica => kind_events(api::<Replica>(client, t), k, r),
-        ObjectKind::Engine => kind_events(api::<Engine>(client, t), k, r),
-        ObjectKind::LonghornNode => kind_events(api::<LonghornNode>(client, t), k, r),
-        ObjectKind::Setting => kind_events(api::<Setting>(client, t), k, r),
-        ObjectKind::InstanceManager => kind_events(api::<InstanceManager>(client, t), k, r),
-    }
+    on_kind!(t.kind, K => kind_events(api::<K>(client, t), k, r))
 }

@@ -13,7 +13,8 @@ use super::selectors::{encode_query_value, Selector};
 use super::summary::{self, TABLE_ACCEPT};
 use super::{ConfirmError, MAX_ERROR_CHARS};
 use crate::cluster::readset;
-use crate::cluster::{InstanceManager, Object, ObjectKind};
+use crate::cluster::Listed as _;
+use crate::cluster::{on_kind, InstanceManager, Object, ObjectKind};
 
 /// A Kubernetes list body: its kind, whether it is complete, and its items.
 #[derive(Deserialize)]
@@ -105,18 +106,8 @@ impl Reader<'_> {
         }
         let (sent, body) = self.fetch(kind, selector, None, &what).await?;
         let want = format!("{}List", readset::resource(kind).type_name);
-        let objects = match kind {
-            ObjectKind::Node => parse(&body, &want, Object::Node),
-            ObjectKind::Pod => parse(&body, &want, Object::Pod),
-            ObjectKind::StorageClass => parse(&body, &want, Object::StorageClass),
-            ObjectKind::Volume => parse(&body, &want, Object::Volume),
-            ObjectKind::Replica => parse(&body, &want, Object::Replica),
-            ObjectKind::Engine => parse(&body, &want, Object::Engine),
-            ObjectKind::LonghornNode => parse(&body, &want, Object::LonghornNode),
-            ObjectKind::Setting => parse(&body, &want, Object::Setting),
-            ObjectKind::InstanceManager => parse(&body, &want, Object::InstanceManager),
-        }
-        .map_err(|message| ConfirmError::Decode { what: what.clone(), message })?;
+        let objects = on_kind!(kind, K => parse(&body, &want, |o: K| K::wrap(Box::new(o))))
+            .map_err(|message| ConfirmError::Decode { what: what.clone(), message })?;
         if let Some(message) = objects.iter().find_map(labels::disagreement) {
             return Err(ConfirmError::Labels { what, message });
         }
