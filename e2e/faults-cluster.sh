@@ -185,7 +185,7 @@ ip route get "${SERVICE_CIDR%.0/24}.1" | grep -q ' dev lo ' || die "the Service 
 log "three etcd members ($ver), two API servers, two guards in $WORK"
 "$E2E/start-apiserver.sh" pki "$WORK" >/dev/null || die "cannot make the certificates"
 for n in 1 2 3; do start_member "$n"; done
-for n in 1 2 3; do wait_for 30 healthy_member "$n" || die "etcd m$n did not start ($WORK/etcd-m$n.log)"; done
+for n in 1 2 3; do wait_for 90 healthy_member "$n" || die "etcd m$n did not start ($WORK/etcd-m$n.log)"; done
 start_api A
 start_api B
 for a in A B; do

@@ -340,6 +340,7 @@ fn rbac_is_read_only_and_scoped() {
         "nodes",
         "settings",
         "instancemanagers",
+        "poddisruptionbudgets",
         "backuptargets",
         "recurringjobs",
         "snapshots",

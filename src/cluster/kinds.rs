@@ -270,6 +270,7 @@ kinds! {$
     longhorn_node::LonghornNode,
     setting::Setting,
     instance_manager::InstanceManager,
+    pod_disruption_budget::PodDisruptionBudget,
 }
 
 impl ObjectKind {

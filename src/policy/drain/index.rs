@@ -174,10 +174,8 @@ impl DrainIndex {
                 self.mark_str(volume_of_engine_name(d.name));
                 self.sites.mark_entry(d.name);
             }
-            Change::Node(d) => {
-                if d.old.map(Node::draining) != d.new.map(Node::draining) {
-                    self.mark_replicas_on(view, d.name);
-                }
+            Change::Node(d) if d.old.map(Node::draining) != d.new.map(Node::draining) => {
+                self.mark_replicas_on(view, d.name);
             }
             Change::Pod(d) => {
                 // An instance-manager pod starting or ending its termination changes whether
@@ -209,12 +207,12 @@ impl DrainIndex {
                 }
             }
             Change::InstanceManager(d) => self.instance_manager_changed(view, d.old, d.name),
-            Change::Setting(d) => {
-                if d.old.map(|s| s.value.as_str()) != d.new.map(|s| s.value.as_str()) {
-                    self.all_dirty = true;
-                }
+            Change::Setting(d) if d.old.map(|s| s.value.as_str()) != d.new.map(|s| s.value.as_str()) => {
+                self.all_dirty = true;
             }
-            Change::StorageClass(_) | Change::LonghornNode(_) => {}
+            // Storage classes, Longhorn nodes, the kinds only other checks read, and a Node or
+            // Setting change that leaves what the verdicts read as it was.
+            _ => {}
         }
     }
 }
