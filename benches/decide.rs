@@ -7,7 +7,9 @@
 //! `BENCH_STRANDED` volumes whose only healthy replica is there (second node), and one that is
 //! denied for the `BENCH_ATTACHED` volumes whose engines run there (third node). Sizes:
 //! `BENCH_NODES` (default 30), `BENCH_VOLUMES` (default 10000), 3 replicas each; every odd
-//! volume is attached.
+//! volume is attached. `BENCH_ONLY=deny` runs only the cases whose name contains that text
+//! (for a profiler: `valgrind --tool=callgrind --toggle-collect=decide::bench` counts only the
+//! measured cases, not the cluster's construction).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
@@ -219,6 +221,9 @@ fn review(request: Value) -> Vec<u8> {
 }
 
 fn bench(name: &str, body: &[u8], view: &ClusterView, policy: &Policy) {
+    if std::env::var("BENCH_ONLY").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
     let iterations = env_usize("BENCH_ITERATIONS", 2000);
     let now = SystemTime::now();
     let mut outcome = "";
@@ -326,6 +331,9 @@ fn main() {
     bench("cordon (warnings)", &cordon, &view, &policy);
     bench("volume create (1 replica)", &volume, &view, &policy);
 
+    if std::env::var("BENCH_ONLY").is_ok() {
+        return;
+    }
     // What a stale allow costs before its reads go out: the volumes the cache has on the
     // node (`confirm::confirmer` computes them under the view's read lock).
     let iterations = env_usize("BENCH_ITERATIONS", 2000) / 10;

@@ -3,13 +3,14 @@
 # server on the same stack (`make bench-https`, docs/scale.md). Both are measured in the same run
 # with wrk, 64 kept-alive connections, the same instance-manager eviction AdmissionReview body,
 # for two cases: the eviction of the storage node's instance manager (an allow that looks at
-# every replica there) and of the first node's (a denial: the volumes attached there, about
-# volumes / (nodes - 1) of them, each stranded by its running engine; the message lists 5).
+# every replica there) and of the first node's (a denial: exactly BENCH_HTTPS_DENIED volumes
+# are attached there, each stranded by its running engine; the message lists 5).
 #
 #   make bench-https                     # 60 nodes x 3,000 volumes, 10s per server
 #   BENCH_HTTPS_NODES=30 BENCH_HTTPS_VOLUMES=10000 BENCH_HTTPS_DURATION=20s make bench-https
 #
-# Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_CONNECTIONS (64),
+# Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_DENIED (50: volumes
+# stranded by the denial; 300 at 10,000 volumes), BENCH_HTTPS_CONNECTIONS (64),
 # BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s), BENCH_HTTPS_PORT (18461; the
 # static servers get the next two ports), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
 # A second static server answers with longhorn-guard's own denial bytes, so the denial is
@@ -23,6 +24,7 @@ BIN=${LONGHORN_GUARD_BIN:-$ROOT/target/release/longhorn-guard}
 EXAMPLES=${BENCH_EXAMPLES:-$ROOT/target/release/examples}
 NODES=${BENCH_HTTPS_NODES:-60}
 VOLUMES=${BENCH_HTTPS_VOLUMES:-3000}
+DENIED=${BENCH_HTTPS_DENIED:-50}
 CONNECTIONS=${BENCH_HTTPS_CONNECTIONS:-64}
 THREADS=${BENCH_HTTPS_THREADS:-2}
 DURATION=${BENCH_HTTPS_DURATION:-10s}
@@ -53,12 +55,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 "$BIN" certs --out "$WORK/certs" --ip 127.0.0.1 >/dev/null || die "longhorn-guard certs failed"
-"$EXAMPLES/gen_snapshot" --nodes "$NODES" --volumes "$VOLUMES" --out "$WORK/state.json" || die "gen_snapshot failed"
+"$EXAMPLES/gen_snapshot" --nodes "$NODES" --volumes "$VOLUMES" --first-node-engines "$DENIED" \
+	--out "$WORK/state.json" || die "gen_snapshot failed"
 # The last node holds replicas and no engine (src/synthetic.rs): its eviction is an allow that
 # has to look at every replica on the node.
 pod=$(printf 'instance-manager-5ca1e%027x' $((NODES - 1)))
 sed "s/instance-manager-7b9c5d2e1f3a/$pod/g" "$FIXTURE" >"$WORK/body.json"
-# The first node runs engines (every volume v with v mod (nodes - 1) = 0): its eviction is denied.
+# The first node runs the engines of volumes 0 to DENIED - 1: its eviction is denied for them.
 deny_pod=$(printf 'instance-manager-5ca1e%027x' 0)
 sed "s/instance-manager-7b9c5d2e1f3a/$deny_pod/g" "$FIXTURE" >"$WORK/deny.json"
 cat >"$WORK/post.lua" <<'LUA'
@@ -84,6 +87,7 @@ grep -q '"allowed":true' <<<"$answer" || die "expected an allow from longhorn-gu
 denial=$(post "https://127.0.0.1:$PORT/validate" "$WORK/deny.json") || die "longhorn-guard did not answer the denial case"
 grep -q '"allowed":false' <<<"$denial" || die "expected a denial from longhorn-guard, got: $denial"
 stranded=$(grep -o 'would strand [0-9]* volume' <<<"$denial" | grep -o '[0-9]*' || true)
+[ "$stranded" = "$DENIED" ] || die "expected the denial to strand $DENIED volumes, it says ${stranded:-nothing}: $denial"
 printf '%s' "$denial" >"$WORK/denial.json"
 "$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_DENY_PORT" --answer "$WORK/denial.json" \
 	>"$WORK/static-deny.log" 2>&1 &

@@ -7,7 +7,8 @@
 //! cargo run --release --example gen_snapshot -- --nodes 30 --volumes 10000 --snapshots 100000 --out /tmp/state-10k.json
 //! ```
 //!
-//! `--snapshots N` adds what only `check cluster` reads: a BackupTarget, two RecurringJobs and N
+//! `--first-node-engines N` attaches exactly N volumes on the first node (`make bench-https`'s
+//! denial strands exactly N). `--snapshots N` adds what only `check cluster` reads: a BackupTarget, two RecurringJobs and N
 //! Snapshot objects spread over the volumes. Without `--out` the List goes to stdout. Exit
 //! status: 0 written, 1 cannot write, 2 bad sizes.
 
@@ -29,6 +30,10 @@ struct Args {
     /// Also write a BackupTarget, two RecurringJobs and this many Snapshots (check cluster).
     #[arg(long, value_name = "N")]
     snapshots: Option<usize>,
+    /// Exactly this many volumes (the first ones) run their engine on the first node, the
+    /// rest on the others but the last: evicting the first node's instance manager strands N.
+    #[arg(long, value_name = "N")]
+    first_node_engines: Option<usize>,
     /// Output file (default: stdout).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -36,7 +41,12 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let synthetic = Synthetic::new(args.nodes, args.volumes).map_err(|e| e.to_string());
+    let synthetic = Synthetic::new(args.nodes, args.volumes)
+        .and_then(|s| match args.first_node_engines {
+            Some(n) => s.with_first_node_engines(n),
+            None => Ok(s),
+        })
+        .map_err(|e| e.to_string());
     let extra = args.snapshots.map(CheckObjects::new).transpose().map_err(|e| e.to_string());
     let (synthetic, extra) = match (synthetic, extra) {
         (Ok(s), Ok(e)) => (s, e),

@@ -38,6 +38,8 @@ pub enum SyntheticError {
     Nodes(usize),
     #[error("volumes must be 1..={MAX_VOLUMES}, got {0}")]
     Volumes(usize),
+    #[error("engines on the first node must be 0..=volumes ({volumes}), got {engines}")]
+    FirstNodeEngines { engines: usize, volumes: usize },
 }
 
 /// One group of objects; [`Group::ALL`] is a valid creation order.
@@ -106,6 +108,9 @@ pub struct Resource {
 pub struct Synthetic {
     nodes: usize,
     volumes: usize,
+    /// When set, exactly this many volumes (the first ones) run their engine on node 0 and the
+    /// others on nodes 1 to `nodes - 2` in turn; else volume `v` runs on `v mod (nodes - 1)`.
+    first_node_engines: Option<usize>,
     /// RFC 3339 time of the cluster's objects (conditions, pods, snapshots); each replica became
     /// healthy a few seconds apart after it ([`Synthetic::healthy_since`]).
     pub timestamp: String,
@@ -120,7 +125,18 @@ impl Synthetic {
         if !(1..=MAX_VOLUMES).contains(&volumes) {
             return Err(SyntheticError::Volumes(volumes));
         }
-        Ok(Self { nodes, volumes, timestamp: "2026-11-30T10:00:00Z".to_string() })
+        Ok(Self { nodes, volumes, first_node_engines: None, timestamp: "2026-11-30T10:00:00Z".to_string() })
+    }
+
+    /// The same cluster with exactly `engines` volumes attached on node 0 (the others on nodes
+    /// 1 to `nodes - 2`): evicting node 0's instance manager then strands exactly `engines`
+    /// volumes.
+    pub fn with_first_node_engines(mut self, engines: usize) -> Result<Self, SyntheticError> {
+        if engines > self.volumes {
+            return Err(SyntheticError::FirstNodeEngines { engines, volumes: self.volumes });
+        }
+        self.first_node_engines = Some(engines);
+        Ok(self)
     }
 
     pub fn nodes(&self) -> usize {
@@ -160,7 +176,22 @@ impl Synthetic {
 
     /// The node volume `v` is attached on (its engine runs there): never the storage node.
     pub fn attached_node(&self, v: usize) -> usize {
-        v % (self.nodes - 1)
+        match self.first_node_engines {
+            Some(first) if v < first => 0,
+            Some(first) => 1 + (v - first) % (self.nodes - 2),
+            None => v % (self.nodes - 1),
+        }
+    }
+
+    /// The volumes attached on node `n`, in increasing order.
+    fn attached_on(&self, n: usize) -> Box<dyn Iterator<Item = usize>> {
+        let volumes = self.volumes;
+        match (n, self.first_node_engines) {
+            (n, _) if n >= self.storage_node() => Box::new(std::iter::empty()),
+            (0, Some(first)) => Box::new(0..first),
+            (n, Some(first)) => Box::new((first + n - 1..volumes).step_by(self.nodes - 2)),
+            (n, None) => Box::new((n..volumes).step_by(self.nodes - 1)),
+        }
     }
 
     /// The node that holds replicas and no engine (the last one): draining it is safe.
@@ -308,8 +339,7 @@ impl Synthetic {
     fn instance_manager(&self, n: usize) -> Value {
         let name = Self::instance_manager_name(n);
         let mut engines = Map::new();
-        let attached = (n < self.storage_node()).then(|| (n..self.volumes).step_by(self.nodes - 1));
-        for v in attached.into_iter().flatten() {
+        for v in self.attached_on(n) {
             engines.insert(Self::engine_name(v), Self::instance(&Self::engine_name(v), "engine", 0));
         }
         let mut replicas = Map::new();
@@ -448,6 +478,35 @@ mod tests {
                 assert_ne!(s.attached_node(v), s.storage_node());
             }
         }
+    }
+
+    #[test]
+    fn the_first_node_runs_exactly_the_engines_asked_for() {
+        for (nodes, volumes, first) in [(60, 3_000, 50), (30, 10_000, 300), (3, 10, 4), (4, 9, 9), (5, 20, 0)]
+        {
+            let s = Synthetic::new(nodes, volumes).unwrap().with_first_node_engines(first).unwrap();
+            let mut by_im: BTreeMap<String, usize> = BTreeMap::new();
+            for e in s.objects(Group::Engine) {
+                *by_im
+                    .entry(e["status"]["instanceManagerName"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+            }
+            let listed: Vec<usize> = s
+                .objects(Group::InstanceManager)
+                .map(|im| im["status"]["instanceEngines"].as_object().unwrap().len())
+                .collect();
+            assert_eq!(listed[0], first, "{nodes} x {volumes}");
+            assert_eq!(listed[nodes - 1], 0, "the storage node runs no engine");
+            assert_eq!(listed.iter().sum::<usize>(), volumes);
+            for (n, count) in listed.iter().enumerate() {
+                let name = Synthetic::instance_manager_name(n);
+                assert_eq!(by_im.get(&name).copied().unwrap_or(0), *count, "{name}");
+            }
+        }
+        assert_eq!(
+            Synthetic::new(5, 20).unwrap().with_first_node_engines(21),
+            Err(SyntheticError::FirstNodeEngines { engines: 21, volumes: 20 })
+        );
     }
 
     /// The instance managers' instance maps, the replicas' nodes and the engines' replica maps

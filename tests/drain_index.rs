@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use longhorn_guard::cluster::{snapshot, ClusterView, Object, ObjectKind, Source};
 use longhorn_guard::policy::drain::{
-    analyze_node_with, Blockers, DrainIndex, NodeAnalysis, Verdict, VolumeReport,
+    analyze_node_with, Blockers, DrainIndex, Explained, NodeAnalysis, Verdict, VolumeReport,
 };
 use longhorn_guard::policy::Policy;
 use proptest::prelude::*;
@@ -285,7 +285,7 @@ fn assert_agrees(view: &ClusterView, context: &str) -> Result<(), TestCaseError>
                 prop_assert_eq!(names(Verdict::Overridden), overridden, "{} node {} overridden", context, n);
                 prop_assert_eq!(&full.unmapped_instances, &b.unmapped, "{} node {} entries", context, n);
                 prop_assert_eq!(full.would_block(), b.would_block());
-                let rendered: Vec<VolumeReport> = b.reports(
+                let rendered: Vec<Explained> = b.reports(
                     b.blocking.iter().chain(b.overridden.iter().map(|(v, _)| v)),
                     usize::MAX,
                     &policy,
@@ -293,6 +293,7 @@ fn assert_agrees(view: &ClusterView, context: &str) -> Result<(), TestCaseError>
                 );
                 let mut expected = not_safe(&full);
                 expected.sort_by_key(|v| v.verdict != Verdict::Block);
+                let expected: Vec<Explained> = expected.iter().map(VolumeReport::explained).collect();
                 prop_assert_eq!(expected, rendered, "{} node {} reports", context, n);
             }
         }

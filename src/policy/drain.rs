@@ -15,10 +15,10 @@ mod sites;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, analyze_volume, analyze_volumes, carries_data, format_time,
-    override_reason, stalled_rebuilds, volume_unsafe, volume_verdict, volumes_on_node, Attachment, Clause,
-    Holds, Lead, NodeAnalysis, Override, Reason, Remedy, ReplicaReport, Rest, StalledRebuild, Verdict,
-    VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, analyze_volume, analyze_volumes, carries_data, explain_volume,
+    format_time, override_reason, stalled_rebuilds, volume_unsafe, volume_verdict, volumes_on_node,
+    Attachment, Clause, Explained, Holds, Lead, NodeAnalysis, Override, Reason, Remedy, ReplicaReport, Rest,
+    StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use blockers::Blockers;
 pub use index::DrainIndex;
@@ -178,11 +178,10 @@ fn guard(
     node_override: Option<String>,
 ) -> Decision {
     let node_override = node_override.or_else(|| view.node(node).and_then(|n| override_reason(&n.metadata)));
-    let b = Blockers::of(view, node, policy, node_override);
+    let mut b = Blockers::of(view, node, policy, node_override);
     let mut details = Details { node: Some(node.to_string()), ..Details::default() };
 
     let mut d = if b.would_block() {
-        details.volumes = b.blocking.clone();
         let unmapped: Vec<&UnmappedInstance> = b.blocking_unmapped().collect();
         let count = b.blocking.len();
         let denial = || {
@@ -200,7 +199,11 @@ fn guard(
             );
             warning_lines(head, node, listing, policy)
         };
-        must_wait(policy, denial, warnings)
+        let d = must_wait(policy, denial, warnings);
+        // The names move into the details: no copy per blocking volume.
+        drop(unmapped);
+        details.volumes = std::mem::take(&mut b.blocking);
+        d
     } else {
         let mut d = Decision::allow();
         let unmapped: Vec<&UnmappedInstance> = b.overridden_unmapped().collect();

@@ -21,7 +21,7 @@ mod wording;
 pub use facts::carries_data;
 pub use finding::{Attachment, Clause, Holds, Lead, Override, Reason, Remedy, Rest};
 pub use rebuild::{format_time, stalled_rebuilds};
-pub use report::{NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, WhyNot};
+pub use report::{Explained, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, WhyNot};
 use volume::Assessment;
 
 /// Annotation on a Longhorn Volume (that volume) or a Kubernetes Node (every volume on it)
@@ -118,6 +118,20 @@ pub fn analyze_volume(
     node_override: Option<&Override>,
 ) -> VolumeReport {
     Assessment::new(view, node, volume, in_ims, policy, now).report(policy, node_override)
+}
+
+/// [`analyze_volume`]'s verdict, reason and remedy, without the per-replica detail: what an
+/// admission answer prints of a volume it lists.
+pub fn explain_volume(
+    view: &ClusterView,
+    node: &str,
+    volume: &str,
+    in_ims: Option<&BTreeSet<InstanceKind>>,
+    policy: &Policy,
+    now: SystemTime,
+    node_override: Option<&Override>,
+) -> Explained {
+    Assessment::new(view, node, volume, in_ims, policy, now).explain(policy, node_override)
 }
 
 /// The verdict of draining `node` for `volume` (whose entries in the node's instance managers

@@ -10,9 +10,7 @@ use std::time::SystemTime;
 use crate::cluster::{ClusterView, Name};
 use crate::policy::Policy;
 
-use super::analysis::{
-    analyze_volume, override_text, volume_unsafe, volumes_on_node, Override, VolumeReport,
-};
+use super::analysis::{explain_volume, override_text, volume_unsafe, volumes_on_node, Explained, Override};
 use super::index::DrainIndex;
 use super::instances::{node_instances, InstanceKind, NodeInstances, UnmappedInstance};
 
@@ -101,13 +99,14 @@ impl<'v> Blockers<'v> {
         self.unmapped.iter().filter(|u| u.overridden)
     }
 
-    /// The full report on one of the volumes, as [`super::analyze_node`] gives it.
-    pub fn report(&self, volume: &str, policy: &Policy, now: SystemTime) -> VolumeReport {
+    /// What an answer prints of one of the volumes: the verdict, reason and remedy
+    /// [`super::analyze_node`] gives it.
+    pub fn report(&self, volume: &str, policy: &Policy, now: SystemTime) -> Explained {
         let kinds: BTreeSet<InstanceKind> = match &self.sites {
             Sites::Index(index) => index.kinds_on(self.view, volume, self.node),
             Sites::Read(instances) => instances.by_volume.get(volume).cloned().unwrap_or_default(),
         };
-        analyze_volume(self.view, self.node, volume, Some(&kinds), policy, now, self.node_override.as_ref())
+        explain_volume(self.view, self.node, volume, Some(&kinds), policy, now, self.node_override.as_ref())
     }
 
     /// The reports on the first `n` of `volumes`.
@@ -117,7 +116,7 @@ impl<'v> Blockers<'v> {
         n: usize,
         policy: &Policy,
         now: SystemTime,
-    ) -> Vec<VolumeReport> {
+    ) -> Vec<Explained> {
         volumes.into_iter().take(n).map(|v| self.report(v, policy, now)).collect()
     }
 

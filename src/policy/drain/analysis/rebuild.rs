@@ -19,22 +19,29 @@ pub(super) struct Rebuild {
     pub(super) no_storage_network: bool,
 }
 
-/// The address an engine uses for a replica (`ip:port`).
-pub(super) fn replica_address(engine: &Engine, r: &Replica) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(name) = r.metadata.name.as_deref() {
-        if let Some(a) = engine.status.current_replica_address_map.get(name) {
-            out.push(a.trim_start_matches("tcp://").to_string());
-        }
-    }
-    if r.status.port > 0 {
-        for ip in [&r.status.storage_ip, &r.status.ip] {
-            if !ip.is_empty() {
-                out.push(format!("{ip}:{}", r.status.port));
-            }
-        }
-    }
-    out
+/// True when `addr` (`ip:port`, without `tcp://`) is an address the engine uses for the
+/// replica: its entry in the engine's address map, or the replica's storage IP or IP with its
+/// port. Compared in place: nothing is written.
+pub(super) fn is_replica_address(engine: &Engine, r: &Replica, addr: &str) -> bool {
+    let mapped = r
+        .metadata
+        .name
+        .as_deref()
+        .and_then(|name| engine.status.current_replica_address_map.get(name))
+        .is_some_and(|a| a.trim_start_matches("tcp://") == addr);
+    mapped
+        || (r.status.port > 0
+            && addr.rsplit_once(':').is_some_and(|(host, port)| {
+                // As `format!("{ip}:{port}")` writes it: decimal digits, no sign, no leading zero.
+                let decimal = !port.is_empty()
+                    && !port.starts_with('0')
+                    && port.bytes().all(|b| b.is_ascii_digit())
+                    && port.parse::<i64>() == Ok(r.status.port);
+                decimal
+                    && [&r.status.storage_ip, &r.status.ip]
+                        .iter()
+                        .any(|ip| !ip.is_empty() && ip.as_str() == host)
+            }))
 }
 
 pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
@@ -104,12 +111,10 @@ pub(super) fn rebuild_of(
     policy: &Policy,
     now: SystemTime,
 ) -> Option<Rebuild> {
-    let addrs = replica_address(engine, r);
-    let (key, rs) = engine
-        .status
-        .rebuild_status
-        .iter()
-        .find(|(k, rs)| rs.is_rebuilding && addrs.iter().any(|a| k.trim_start_matches("tcp://") == a))?;
+    let (key, rs) =
+        engine.status.rebuild_status.iter().find(|(k, rs)| {
+            rs.is_rebuilding && is_replica_address(engine, r, k.trim_start_matches("tcp://"))
+        })?;
     let stalled_since = stall_since(
         view,
         engine,
@@ -137,7 +142,7 @@ pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) ->
             let addr = key.trim_start_matches("tcp://");
             let replica = view
                 .replicas_of_volume(&volume)
-                .find(|r| replica_address(engine, r).iter().any(|a| a == addr))
+                .find(|r| is_replica_address(engine, r, addr))
                 .and_then(|r| r.metadata.name.clone())
                 .or_else(|| {
                     engine
@@ -166,6 +171,37 @@ pub fn stalled_rebuilds(view: &ClusterView, policy: &Policy, now: SystemTime) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_addresses_match_as_the_engine_writes_them() {
+        let engine: Engine = serde_json::from_value(serde_json::json!({"metadata": {"name": "v-e-0"},
+            "status": {"currentReplicaAddressMap": {"v-r-1": "tcp://10.0.0.9:10000"}}}))
+        .unwrap();
+        let replica = |name: &str, ip: &str, storage_ip: &str, port: i64| -> Replica {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name},
+                "status": {"ip": ip, "storageIP": storage_ip, "port": port}}))
+            .unwrap()
+        };
+        let r1 = replica("v-r-1", "10.0.0.1", "", 0);
+        assert!(is_replica_address(&engine, &r1, "10.0.0.9:10000"));
+        assert!(!is_replica_address(&engine, &r1, "10.0.0.1:0"));
+        let r2 = replica("v-r-2", "10.0.0.2", "192.168.0.2", 10010);
+        for (addr, is) in [
+            ("192.168.0.2:10010", true),
+            ("10.0.0.2:10010", true),
+            ("10.0.0.2:010010", false),
+            ("10.0.0.2:+10010", false),
+            ("10.0.0.2:10011", false),
+            ("10.0.0.2:", false),
+            ("10.0.0.2", false),
+            ("10.0.0.9:10000", false),
+        ] {
+            assert_eq!(is_replica_address(&engine, &r2, addr), is, "{addr}");
+        }
+        let v6 = replica("v-r-3", "fd00::3", "", 10020);
+        assert!(is_replica_address(&engine, &v6, "fd00::3:10020"));
+        assert!(!is_replica_address(&engine, &replica("v-r-4", "", "", 10030), ":10030"));
+    }
 
     #[test]
     fn times_parse_as_rfc3339_and_print_to_the_nearest_second() {

@@ -89,6 +89,30 @@ pub struct VolumeReport {
     pub overridden: Option<Override>,
 }
 
+/// What an answer prints of one volume: its verdict, why and what unblocks it, without the
+/// per-replica detail of a [`VolumeReport`] (an admission answer lists only these).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explained {
+    pub volume: String,
+    pub verdict: Verdict,
+    pub reason: Reason,
+    pub remedy: Remedy,
+    pub overridden: Option<Override>,
+}
+
+impl VolumeReport {
+    /// What an answer prints of this volume.
+    pub fn explained(&self) -> Explained {
+        Explained {
+            volume: self.volume.clone(),
+            verdict: self.verdict,
+            reason: self.reason.clone(),
+            remedy: self.remedy.clone(),
+            overridden: self.overridden.clone(),
+        }
+    }
+}
+
 /// What draining one node means for every volume with a replica or an engine on it.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

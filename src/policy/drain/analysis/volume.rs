@@ -11,7 +11,7 @@ use super::super::instances::InstanceKind;
 use super::facts::{data_engine_of, is_available_healthy, replica_facts, ReplicaFacts};
 use super::finding::{Attachment, Holds, Override, Reason, Remedy};
 use super::wording::{healthy_on_draining_node, is_strict_local, stranded_reason};
-use super::{override_reason, Verdict, VolumeReport};
+use super::{override_reason, Explained, Verdict, VolumeReport};
 
 fn is_attached_state(state: &str) -> bool {
     matches!(state, "attached" | "attaching" | "detaching")
@@ -202,6 +202,24 @@ impl<'a> Assessment<'a> {
     /// The full report under `policy`, with the override of the volume, else `node_override`,
     /// applied to a blocking verdict.
     pub(super) fn report(self, policy: &Policy, node_override: Option<&Override>) -> VolumeReport {
+        let Explained { volume, verdict, reason, remedy, overridden } = self.explain(policy, node_override);
+        VolumeReport {
+            volume,
+            number_of_replicas: self.vol.map(|v| v.spec.number_of_replicas),
+            data_engine: data_engine_of(self.vol, &self.facts, self.engine),
+            state: self.vol.map(|v| v.status.state.to_string()).unwrap_or_default(),
+            attached_here: self.attached_here.is_some(),
+            replicas: self.facts.iter().map(ReplicaFacts::report).collect(),
+            protecting: self.facts.iter().filter(|f| f.protecting).map(|f| f.name.to_string()).collect(),
+            verdict,
+            reason,
+            remedy,
+            overridden,
+        }
+    }
+
+    /// The verdict, reason and remedy of [`Self::report`], without the per-replica detail.
+    pub(super) fn explain(&self, policy: &Policy, node_override: Option<&Override>) -> Explained {
         let protect_stopped = policy.drain.protect_stopped_replicas;
         let at_risk: Vec<&ReplicaFacts> = self.at_risk(protect_stopped).collect();
         let stranded = !at_risk.is_empty() && !self.protected();
@@ -222,19 +240,7 @@ impl<'a> Assessment<'a> {
         if overridden.is_some() {
             verdict = Verdict::Overridden;
         }
-        VolumeReport {
-            volume: self.volume.to_string(),
-            number_of_replicas: self.vol.map(|v| v.spec.number_of_replicas),
-            data_engine: data_engine_of(self.vol, &self.facts, self.engine),
-            state: self.vol.map(|v| v.status.state.to_string()).unwrap_or_default(),
-            attached_here: self.attached_here.is_some(),
-            replicas: self.facts.iter().map(ReplicaFacts::report).collect(),
-            protecting: self.facts.iter().filter(|f| f.protecting).map(|f| f.name.to_string()).collect(),
-            verdict,
-            reason,
-            remedy,
-            overridden,
-        }
+        Explained { volume: self.volume.to_string(), verdict, reason, remedy, overridden }
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::decision::{clip, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
-use super::analysis::VolumeReport;
+use super::analysis::Explained;
 use super::instances::UnmappedInstance;
 
 pub mod reasons;
@@ -72,7 +72,7 @@ pub fn waits_for(volume_count: usize, unmapped_count: usize) -> String {
 /// the unmapped entries.
 #[derive(Clone, Copy, Debug)]
 pub struct Listing<'a> {
-    pub shown: &'a [VolumeReport],
+    pub shown: &'a [Explained],
     pub volumes: usize,
     pub unmapped: &'a [&'a UnmappedInstance],
 }
@@ -82,12 +82,36 @@ impl Listing<'_> {
         self.volumes + self.unmapped.len()
     }
 
-    /// The first `max` items: each its full line and, for warnings, the line without the
-    /// remedy.
-    fn items(&self, max: usize) -> impl Iterator<Item = (String, String)> + '_ {
-        let vols = self.shown.iter().map(|v| (v.line(), format!("{}: {}", v.volume, v.reason)));
-        let ims = self.unmapped.iter().map(|u| (u.line(), u.reason()));
+    /// The first `max` items, volumes first.
+    fn items(&self, max: usize) -> impl Iterator<Item = Item<'_>> + '_ {
+        let vols = self.shown.iter().map(Item::Volume);
+        let ims = self.unmapped.iter().map(|u| Item::Unmapped(u));
         vols.chain(ims).take(max)
+    }
+}
+
+/// One listed volume or unmapped entry.
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Volume(&'a Explained),
+    Unmapped(&'a UnmappedInstance),
+}
+
+impl Item<'_> {
+    /// Its full line, with the remedy.
+    fn line(self) -> String {
+        match self {
+            Self::Volume(v) => v.line(),
+            Self::Unmapped(u) => u.line(),
+        }
+    }
+
+    /// The line without the remedy (for a warning the full line does not fit).
+    fn short(self) -> String {
+        match self {
+            Self::Volume(v) => format!("{}: {}", v.volume, v.reason),
+            Self::Unmapped(u) => u.reason(),
+        }
     }
 }
 
@@ -116,9 +140,9 @@ pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy)
     let max = listed_in_denial(policy);
     let mut out =
         format!("longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
-    for (full, _) in listing.items(max) {
+    for item in listing.items(max) {
         out.push_str("\n- ");
-        out.push_str(&full);
+        out.push_str(&item.line());
     }
     if listing.total() > max {
         out.push_str("\n- ");
@@ -132,10 +156,11 @@ pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy)
 pub fn warning_lines(head: String, node: &str, listing: Listing, policy: &Policy) -> Vec<String> {
     let max = listed_in_warnings(policy);
     let mut out = vec![clip(&head, MAX_WARNING_LEN)];
-    for (full, short) in listing.items(max) {
+    for item in listing.items(max) {
         // Keep the remedy when it fits; else the reason alone; else clip.
-        let pick = if full.chars().count() <= MAX_WARNING_LEN { &full } else { &short };
-        out.push(clip(pick, MAX_WARNING_LEN));
+        let full = item.line();
+        let pick = if full.chars().count() <= MAX_WARNING_LEN { full } else { item.short() };
+        out.push(clip(&pick, MAX_WARNING_LEN));
     }
     if listing.total() > max {
         out.push(clip(&more(listing.total() - max, node), MAX_WARNING_LEN));

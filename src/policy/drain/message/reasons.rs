@@ -7,23 +7,43 @@ use std::fmt::{self, Display, Formatter};
 use crate::duration::coarse;
 
 use super::super::analysis::{
-    Attachment, Clause, Holds, Lead, Override, Reason, Remedy, Rest, VolumeReport, WhyNot,
+    Attachment, Clause, Explained, Holds, Lead, Override, Reason, Remedy, Rest, VolumeReport, WhyNot,
     ALLOW_DRAIN_ANNOTATION,
 };
 use super::super::instances::{InstanceKind, UnmappedInstance};
 
+/// `reason; remedy` (or the reason alone when there is no remedy).
+fn explanation(reason: &Reason, remedy: &Remedy) -> String {
+    match remedy {
+        Remedy::None => reason.to_string(),
+        _ => format!("{reason}; {remedy}"),
+    }
+}
+
+/// `volume: reason; remedy` as one line, written once.
+fn line(volume: &str, reason: &Reason, remedy: &Remedy) -> String {
+    match remedy {
+        Remedy::None => format!("{volume}: {reason}"),
+        _ => format!("{volume}: {reason}; {remedy}"),
+    }
+}
+
 impl VolumeReport {
     /// `reason; remedy` (or the reason alone when there is no remedy).
     pub fn explanation(&self) -> String {
-        match self.remedy {
-            Remedy::None => self.reason.to_string(),
-            _ => format!("{}; {}", self.reason, self.remedy),
-        }
+        explanation(&self.reason, &self.remedy)
     }
 
     /// `volume: reason; remedy` as one line.
     pub fn line(&self) -> String {
-        format!("{}: {}", self.volume, self.explanation())
+        line(&self.volume, &self.reason, &self.remedy)
+    }
+}
+
+impl Explained {
+    /// `volume: reason; remedy` as one line, as [`VolumeReport::line`] writes it.
+    pub fn line(&self) -> String {
+        line(&self.volume, &self.reason, &self.remedy)
     }
 }
 
