@@ -37,8 +37,15 @@ pub use crate::policy::drain::confirm::{ConfirmFuture, ConfirmOutcome, Confirmer
 pub struct Admitted {
     pub request: AdmissionRequest,
     pub decision: Decision,
-    /// The response AdmissionReview to send.
-    pub response: Value,
+    /// The response AdmissionReview to send, as JSON bytes.
+    pub response: Vec<u8>,
+}
+
+impl Admitted {
+    /// [`Self::response`] read back as a JSON value (for tests and the offline `review`).
+    pub fn response_json(&self) -> Value {
+        serde_json::from_slice(&self.response).expect("the response is JSON")
+    }
 }
 
 /// Everything a decision needs besides the request.
@@ -80,7 +87,7 @@ impl Admitter {
             decision = self.confirm(&request, &node, now, deadline).await;
         }
         log_decision(kind, &request, &decision);
-        let response = response_review(&request.uid, &decision);
+        let response = response_review(&request.uid, &decision).to_bytes();
         Ok(Admitted { request, decision, response })
     }
 
@@ -161,8 +168,7 @@ impl Admitter {
 /// One structured event per decision: denials and overrides at WARN/INFO with their reason.
 /// Request-supplied fields are cut to a fixed length (`crate::clip`).
 pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
-    use crate::clip::{clip, clip_to, MAX_TEXT};
-    let volumes = d.details.volumes.join(",");
+    use crate::clip::{clip, clip_joined, clip_to, MAX_TEXT};
     let node = d.details.node.as_deref().unwrap_or("");
     let message = d.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
     let code = d.status.as_ref().map(|s| s.code).unwrap_or(200);
@@ -182,7 +188,7 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
                 decision = d.outcome(),
                 code,
                 node = %clip(node),
-                volumes = %clip_to(&volumes, MAX_TEXT),
+                volumes = %clip_joined(&d.details.volumes, ",", MAX_TEXT),
                 overridden = %clip(d.details.overridden.as_deref().unwrap_or("")),
                 warnings = d.warnings.len(),
                 // One event, one line: a message's line breaks are joined in the log.

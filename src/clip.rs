@@ -35,6 +35,31 @@ pub fn clip_to(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{kept}…[+{cut} bytes]"))
 }
 
+/// [`clip_to`] of `parts` joined with `sep`, writing no more of the join than is kept: a
+/// decision blocked by thousands of volumes logs their first names, not all of them.
+pub fn clip_joined<S: AsRef<str>>(parts: &[S], sep: &str, max: usize) -> String {
+    let total =
+        parts.iter().map(|p| p.as_ref().len()).sum::<usize>() + sep.len() * parts.len().saturating_sub(1);
+    let mut prefix = String::with_capacity(total.min(max + 64));
+    for (i, p) in parts.iter().enumerate() {
+        if prefix.len() > max {
+            break;
+        }
+        if i > 0 {
+            prefix.push_str(sep);
+        }
+        prefix.push_str(p.as_ref());
+    }
+    if total <= max {
+        return escape_controls(&prefix).into_owned();
+    }
+    let mut end = max;
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[+{} bytes]", escape_controls(&prefix[..end]), total - end)
+}
+
 /// True for a character that could break a log line or a terminal: C0/C1 controls (newline,
 /// carriage return, escape, ...) and U+2028 / U+2029.
 fn breaks_lines(c: char) -> bool {
@@ -105,5 +130,16 @@ mod tests {
         // A typed backslash-n is not an escaped newline.
         assert_eq!(clip("a\\nb"), "a\\\\nb");
         assert_ne!(clip("a\\nb"), clip("a\nb"));
+    }
+
+    #[test]
+    fn a_clipped_join_is_the_clipped_joined_string() {
+        let parts: Vec<String> = (0..40).map(|i| format!("vol-{i}-{}", "é\n".repeat(i % 4))).collect();
+        for n in [0, 1, 2, 5, 40] {
+            for max in [0, 1, 3, 7, 8, 9, 30, 100, 384, 10_000] {
+                let want = clip_to(&parts[..n].join(","), max).into_owned();
+                assert_eq!(clip_joined(&parts[..n], ",", max), want, "{n} parts, max {max}");
+            }
+        }
     }
 }

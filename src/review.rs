@@ -42,7 +42,14 @@ pub async fn run(args: ReviewArgs) -> ExitCode {
     let admitter = Admitter::new(view, policy, None);
     match admitter.admit(args.webhook, &body, Duration::from_secs(5)).await {
         Ok(admitted) => {
-            let text = format!("{}\n", serde_json::to_string_pretty(&admitted.response).unwrap_or_default());
+            let text = format!(
+                "{}\n",
+                serde_json::to_string_pretty(&crate::admission::response_review(
+                    &admitted.request.uid,
+                    &admitted.decision
+                ))
+                .unwrap_or_default()
+            );
             if let Err(e) = crate::output::stdout(&text) {
                 return bad_input(&e);
             }

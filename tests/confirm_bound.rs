@@ -34,7 +34,7 @@ async fn snapshot_and_confirmed(items: &[Value]) -> (Value, Value, FakeApi) {
     let confirming = Admitter::new(stale, policy, Some(confirmer));
     let confirmed = confirming.admit(WebhookKind::Validate, &body, Duration::from_secs(20)).await.unwrap();
     assert!(confirmed.decision.confirm_node.is_none());
-    (from_snapshot.response, confirmed.response, fake)
+    (from_snapshot.response_json(), confirmed.response_json(), fake)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,7 +36,7 @@ async fn confirm_over(view: ClusterView, api_items: &[Value], body: &[u8]) -> (V
     let admitter = Admitter::new(view, Arc::new(Policy::default()), Some(confirmer));
     let out = admitter.admit(WebhookKind::Validate, body, Duration::from_secs(10)).await.unwrap();
     assert!(out.decision.confirm_node.is_none());
-    (out.response, fake.seen.requests())
+    (out.response_json(), fake.seen.requests())
 }
 
 fn read(requests: &[String], plural: &str) -> bool {
@@ -49,7 +49,8 @@ async fn current_kinds_come_from_the_view_and_the_decision_is_the_snapshots() {
         state(&Layout { volumes: 20, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
     let body = eviction_of_drained(&items);
     let snapshot = Admitter::new(SharedView::new(snapshot_view(&items)), Arc::new(Policy::default()), None);
-    let want = snapshot.admit(WebhookKind::Validate, &body, Duration::from_secs(5)).await.unwrap().response;
+    let want =
+        snapshot.admit(WebhookKind::Validate, &body, Duration::from_secs(5)).await.unwrap().response_json();
     assert_eq!(want["response"]["allowed"], true, "{want}");
 
     let busy = [ObjectKind::Volume, ObjectKind::Replica, ObjectKind::Engine, ObjectKind::InstanceManager];

@@ -855,8 +855,8 @@ async fn stale_view_and_unreachable_api_server_deny_as_unconfirmed() {
         st.message
     );
     eprintln!("{}", st.message);
-    assert_eq!(out.response["response"]["allowed"], false);
-    assert_eq!(out.response["response"]["status"]["code"], 429);
+    assert_eq!(out.response_json()["response"]["allowed"], false);
+    assert_eq!(out.response_json()["response"]["status"]["code"], 429);
 
     // A node deletion is confirmed the same way, and its denial says what was asked.
     let mut body = read_json("admission/node-delete.json");

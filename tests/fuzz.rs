@@ -183,7 +183,7 @@ fn fuzz_admission_reviews_through_every_decision() {
             for kind in [WebhookKind::Validate, WebhookKind::Mutate] {
                 if let Ok(a) = rt.block_on(admitter.admit(kind, &body, Duration::from_secs(1))) {
                     // Whatever was decided serializes to a response echoing the uid.
-                    let json = serde_json::to_value(&a.response).unwrap();
+                    let json = a.response_json();
                     prop_assert_eq!(json["response"]["uid"].as_str(), Some(a.request.uid.as_str()));
                 }
             }

@@ -359,7 +359,8 @@ async fn the_patch_goes_over_the_wire_as_base64() {
     let want = serde_json::to_value(decide(&req, &policy).patch.unwrap()).unwrap();
     let admitter = Admitter::new(SharedView::new(ClusterView::new(Source::Direct)), Arc::new(policy), None);
     let admitted = admitter.admit(WebhookKind::Mutate, &body, Duration::from_secs(1)).await.unwrap();
-    let resp = &admitted.response["response"];
+    let json = admitted.response_json();
+    let resp = &json["response"];
     assert_eq!(resp["uid"], "4c984e14-0f7b-43f7-9e6e-352c7f312529");
     assert_eq!(resp["allowed"], true);
     assert_eq!(resp["patchType"], "JSONPatch");
@@ -375,6 +376,6 @@ async fn the_patch_goes_over_the_wire_as_base64() {
     // Pods without the storage network: no patch on the wire.
     let plain = fixture("pod-create-instance-manager-mutating.json");
     let admitted = admitter.admit(WebhookKind::Mutate, &plain, Duration::from_secs(1)).await.unwrap();
-    assert!(admitted.response["response"].get("patch").is_none());
-    assert_eq!(admitted.response["response"]["allowed"], true);
+    assert!(admitted.response_json()["response"].get("patch").is_none());
+    assert_eq!(admitted.response_json()["response"]["allowed"], true);
 }

@@ -325,7 +325,7 @@ fn a_denial_names_its_object_for_kubectl() {
             name
         };
         let d = decide(&req, &deny_policy());
-        let wire = longhorn_guard::admission::response_review(&req.uid, &d);
+        let wire = serde_json::to_value(longhorn_guard::admission::response_review(&req.uid, &d)).unwrap();
         let status = &wire["response"]["status"];
         assert_eq!(
             (status["code"].as_u64(), status["reason"].as_str()),
@@ -344,7 +344,8 @@ fn a_denial_names_its_object_for_kubectl() {
     }
     // An allow, or a 429 drain denial, carries no details.
     let req = request("storageclass-create-longhorn-1-replica.json");
-    let wire = longhorn_guard::admission::response_review(&req.uid, &decide(&req, &Policy::default()));
+    let d = decide(&req, &Policy::default());
+    let wire = serde_json::to_value(longhorn_guard::admission::response_review(&req.uid, &d)).unwrap();
     assert!(wire["response"].get("status").is_none(), "{wire}");
 }
 
@@ -696,7 +697,8 @@ async fn kubectl_shows_the_response_warnings() {
     for (fixture, want) in cases {
         let admitted =
             admitter.admit(WebhookKind::Validate, &body(fixture), Duration::from_secs(5)).await.unwrap();
-        let response = &admitted.response["response"];
+        let json = admitted.response_json();
+        let response = &json["response"];
         assert_eq!(response["allowed"], true);
         assert_eq!(response["uid"], admitted.request.uid.as_str());
         let shown: Vec<String> = response["warnings"]
@@ -798,7 +800,8 @@ async fn our_warnings_print_like_the_captured_kubectl_transcript() {
     ] {
         let admitted =
             admitter.admit(WebhookKind::Validate, &body(fixture), Duration::from_secs(5)).await.unwrap();
-        let response = &admitted.response["response"];
+        let json = admitted.response_json();
+        let response = &json["response"];
         assert_eq!(response["allowed"], true, "{fixture}");
         let req = &admitted.request;
         // The object line names what the request names.

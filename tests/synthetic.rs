@@ -33,7 +33,8 @@ async fn evict(list: &Value, n: usize) -> (bool, String) {
     let admitter = Admitter::new(SharedView::new(view), Arc::new(Policy::default()), None);
     let body = eviction_of(&Synthetic::instance_manager_name(n));
     let admitted = admitter.admit(WebhookKind::Validate, &body, Duration::from_secs(5)).await.unwrap();
-    let message = admitted.response["response"]["status"]["message"].as_str().unwrap_or("").to_string();
+    let message =
+        admitted.response_json()["response"]["status"]["message"].as_str().unwrap_or("").to_string();
     (admitted.decision.allowed, message)
 }
 

@@ -28,7 +28,7 @@ async fn evict(view: ClusterView, items: &[Value]) -> Value {
         .admit(WebhookKind::Validate, &eviction_of_drained(items), Duration::from_secs(5))
         .await
         .unwrap()
-        .response
+        .response_json()
 }
 
 #[tokio::test]

@@ -8,7 +8,6 @@
 //! view's built-in indexes. Adding one costs that file, one line in the list at the end of
 //! this file, and the arms of the derived states ([`super::Derived`]) that care about it.
 
-use std::collections::HashMap;
 use std::fmt::Debug;
 
 use serde::de::DeserializeOwned;
@@ -16,7 +15,7 @@ use serde_json::Value;
 
 use super::builtin::BuiltIn;
 use super::meta::Meta;
-use super::name::Name;
+use super::name::{Name, NameMap};
 use super::objects::*;
 use super::resource::Resource;
 
@@ -68,13 +67,13 @@ pub trait Listed: Sized {
 /// waste most of its slots' space): by name, or by namespace and name ([`Kind::BY_NAMESPACE`]).
 #[derive(Clone, Debug)]
 pub struct Store<K> {
-    by_name: HashMap<Name, Box<K>>,
-    by_namespace: HashMap<Name, HashMap<Name, Box<K>>>,
+    by_name: NameMap<Name, Box<K>>,
+    by_namespace: NameMap<Name, NameMap<Name, Box<K>>>,
 }
 
 impl<K> Default for Store<K> {
     fn default() -> Self {
-        Self { by_name: HashMap::new(), by_namespace: HashMap::new() }
+        Self { by_name: NameMap::default(), by_namespace: NameMap::default() }
     }
 }
 
@@ -111,7 +110,7 @@ impl<K: Kind> Store<K> {
     }
 
     pub fn len(&self) -> usize {
-        self.by_name.len() + self.by_namespace.values().map(HashMap::len).sum::<usize>()
+        self.by_name.len() + self.by_namespace.values().map(NameMap::len).sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {

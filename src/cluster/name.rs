@@ -14,7 +14,7 @@
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
@@ -22,13 +22,22 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// How the view's maps keyed by names hash them: foldhash, seeded once per process. Names
+/// come from the cluster's objects and are hashed on every lookup, so the hash is built for
+/// short strings rather than the standard library's SipHash.
+pub type NameHasher = foldhash::fast::RandomState;
+/// A hash map keyed by names (or their text), with [`NameHasher`].
+pub type NameMap<K, V> = HashMap<K, V, NameHasher>;
+/// A hash set of names (or their text), with [`NameHasher`].
+pub type NameHashSet<K> = HashSet<K, NameHasher>;
+
 /// An interned, immutable string. It compares, orders and hashes as its text.
 #[derive(Clone)]
 pub struct Name(Arc<Box<str>>);
 
 /// The interned strings, and the size at which unused ones are next purged.
 struct Interner {
-    set: HashSet<Name>,
+    set: NameHashSet<Name>,
     purge_at: usize,
 }
 
@@ -36,7 +45,7 @@ struct Interner {
 const MIN_PURGE: usize = 4096;
 
 static INTERNER: LazyLock<Mutex<Interner>> =
-    LazyLock::new(|| Mutex::new(Interner { set: HashSet::new(), purge_at: MIN_PURGE }));
+    LazyLock::new(|| Mutex::new(Interner { set: NameHashSet::default(), purge_at: MIN_PURGE }));
 
 static EMPTY: LazyLock<Name> = LazyLock::new(|| Name(Arc::new(Box::from(""))));
 

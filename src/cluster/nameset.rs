@@ -5,9 +5,9 @@
 //! [`SMALL`] names in one sorted vector and switches to a B-tree only past that, so the large
 //! sets (the replicas on a node) still insert and remove in logarithmic time.
 
-use std::collections::{btree_set, BTreeSet, HashMap};
+use std::collections::{btree_set, BTreeSet};
 
-use super::name::Name;
+use super::name::{Name, NameMap};
 
 /// Past this many names a set is kept as a B-tree.
 const SMALL: usize = 32;
@@ -122,7 +122,7 @@ impl FromIterator<Name> for NameSet {
 }
 
 /// A secondary index: key -> the names filed under it.
-pub type Index = HashMap<Name, NameSet>;
+pub type Index = NameMap<Name, NameSet>;
 
 /// Files `name` under `key`.
 pub fn add(index: &mut Index, key: &Name, name: &Name) {
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn an_index_drops_keys_with_nothing_filed() {
-        let mut index = Index::new();
+        let mut index = Index::default();
         add(&mut index, &Name::new("n1"), &Name::new("r1"));
         add(&mut index, &Name::new("n1"), &Name::new("r2"));
         del(&mut index, "n1", "r1");

@@ -10,6 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
+use crate::admission::AdmissionRequest;
 use crate::cluster::ClusterView;
 use crate::exposition::{family, single};
 use crate::policy::Policy;
@@ -39,6 +40,24 @@ pub fn resource_label(resource: &str) -> &'static str {
     RESOURCE_LABELS.iter().find(|r| **r == resource).copied().unwrap_or("other")
 }
 
+/// [`resource_label`] of a request's [`AdmissionRequest::resource_label`], without writing it.
+pub fn request_resource_label(req: &AdmissionRequest) -> &'static str {
+    let (resource, group, sub) = (&req.resource.resource, &req.resource.group, req.sub_resource());
+    let is = |label: &str| {
+        let Some(rest) = label.strip_prefix(resource.as_str()) else { return false };
+        let rest = match group.as_str() {
+            "" => Some(rest),
+            g => rest.strip_prefix('.').and_then(|r| r.strip_prefix(g)),
+        };
+        match (rest, sub) {
+            (Some(rest), "") => rest.is_empty(),
+            (Some(rest), s) => rest.strip_prefix('/') == Some(s),
+            (None, _) => false,
+        }
+    };
+    RESOURCE_LABELS.iter().find(|r| is(r)).copied().unwrap_or("other")
+}
+
 #[derive(Clone, Debug, Default)]
 struct Histogram {
     /// Non-cumulative counts per bucket, plus one for `+Inf`.
@@ -47,13 +66,17 @@ struct Histogram {
     count: u64,
 }
 
+/// The labels of one admission counter: webhook, resource, operation, decision.
+type Labels = (&'static str, &'static str, &'static str, &'static str);
+
 /// Counters and gauges kept by the server.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// (webhook, resource, operation, decision) -> count.
-    requests: Mutex<BTreeMap<(String, String, String, String), u64>>,
+    /// (webhook, resource, operation, decision) -> count. Every label value is one of a fixed
+    /// set, so counting a request allocates nothing.
+    requests: Mutex<BTreeMap<Labels, u64>>,
     /// webhook -> latency histogram.
-    durations: Mutex<BTreeMap<String, Histogram>>,
+    durations: Mutex<BTreeMap<&'static str, Histogram>>,
     /// HTTP status code -> count of requests answered with an error.
     http_errors: Mutex<BTreeMap<u16, u64>>,
     in_flight: AtomicI64,
@@ -95,26 +118,22 @@ impl Metrics {
     /// Records one decided admission request.
     pub fn admission(
         &self,
-        webhook: &str,
+        webhook: &'static str,
         resource: &str,
-        operation: &str,
-        decision: &str,
+        operation: &'static str,
+        decision: &'static str,
         elapsed: Duration,
     ) {
-        {
-            let mut map = lock(&self.requests);
-            let resource = resource_label(resource);
-            *map.entry((webhook.into(), resource.into(), operation.into(), decision.into())).or_default() +=
-                1;
-        }
+        *lock(&self.requests).entry((webhook, resource_label(resource), operation, decision)).or_default() +=
+            1;
         self.observe(webhook, elapsed);
     }
 
     /// Records one request's latency (decided or answered with an HTTP error).
-    pub fn observe(&self, webhook: &str, elapsed: Duration) {
+    pub fn observe(&self, webhook: &'static str, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         let mut map = lock(&self.durations);
-        let h = map.entry(webhook.to_string()).or_default();
+        let h = map.entry(webhook).or_default();
         if h.counts.is_empty() {
             h.counts = vec![0; DURATION_BUCKETS.len() + 1];
         }
@@ -154,7 +173,7 @@ impl Metrics {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         Snapshot {
             requests: lock(&self.requests).clone(),
-            durations: lock(&self.durations).iter().map(|(w, h)| (w.clone(), h.clone())).collect(),
+            durations: lock(&self.durations).clone(),
             http_errors: lock(&self.http_errors).clone(),
             in_flight: self.in_flight.load(Ordering::Relaxed),
             tls_reloads: [get(&tls.success), get(&tls.error)],
@@ -171,8 +190,8 @@ impl Metrics {
 /// The server's counters, copied at one scrape.
 #[derive(Debug)]
 struct Snapshot {
-    requests: BTreeMap<(String, String, String, String), u64>,
-    durations: BTreeMap<String, Histogram>,
+    requests: BTreeMap<Labels, u64>,
+    durations: BTreeMap<&'static str, Histogram>,
     http_errors: BTreeMap<u16, u64>,
     in_flight: i64,
     /// Successes, errors.
@@ -191,7 +210,7 @@ impl Collector for Snapshot {
         let e = &mut encoder;
         let mut f = family(e, "longhorn_guard_admission_requests", "Admission requests decided, by webhook, resource, operation and decision (allow, warn, patch, deny).", MetricType::Counter)?;
         for ((w, r, o, d), n) in &self.requests {
-            let labels = [("webhook", w.as_str()), ("resource", r), ("operation", o), ("decision", d)];
+            let labels = [("webhook", *w), ("resource", r), ("operation", o), ("decision", d)];
             f.labelled(&labels, *n as f64)?;
         }
 
@@ -202,7 +221,7 @@ impl Collector for Snapshot {
             MetricType::Histogram,
         )?;
         for (w, h) in &self.durations {
-            f.histogram(&[("webhook", w.as_str())], &DURATION_BUCKETS, &h.counts, h.sum)?;
+            f.histogram(&[("webhook", *w)], &DURATION_BUCKETS, &h.counts, h.sum)?;
         }
 
         let mut f = family(
@@ -310,6 +329,40 @@ mod tests {
         assert!(text.contains("longhorn_guard_http_errors_total{code=\"400\"} 1"));
         assert!(text.contains("longhorn_guard_cluster_view_synced 1"));
         assert!(text.contains("longhorn_guard_cluster_view_age_seconds 0"));
+    }
+
+    #[test]
+    fn a_request_is_labelled_as_its_written_resource_is() {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(fixtures).unwrap() {
+            let path = entry.unwrap().path();
+            let Ok(req) = crate::admission::parse_review(&std::fs::read(&path).unwrap()) else { continue };
+            let mut reqs = vec![req.clone()];
+            for (resource, group, sub) in [
+                ("volumes", "longhorn", ""),
+                ("volumes.longhorn", "io", ""),
+                ("pods", "", ""),
+                ("pods", "", "status"),
+                ("nodes", "x", ""),
+            ] {
+                let mut other = req.clone();
+                other.resource.resource = resource.into();
+                other.resource.group = group.into();
+                other.sub_resource = Some(sub.into());
+                reqs.push(other);
+            }
+            for r in reqs {
+                assert_eq!(
+                    request_resource_label(&r),
+                    resource_label(&r.resource_label()),
+                    "{}",
+                    path.display()
+                );
+            }
+            seen += 1;
+        }
+        assert!(seen > 5, "{seen} fixtures");
     }
 
     #[test]

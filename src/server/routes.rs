@@ -122,13 +122,13 @@ async fn webhook(
             let req = &admitted.request;
             app.metrics.admission(
                 kind.as_str(),
-                super::metrics::resource_label(&req.resource_label()),
+                super::metrics::request_resource_label(req),
                 req.operation.as_str(),
                 admitted.decision.outcome(),
                 started.elapsed(),
             );
-            let body = serde_json::to_vec(&admitted.response).unwrap_or_default();
-            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+            ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], admitted.response)
+                .into_response()
         }
         Err((code, reason)) => {
             app.metrics.observe(kind.as_str(), started.elapsed());

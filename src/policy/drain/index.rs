@@ -11,11 +11,12 @@
 //! [`analyze_node`]: super::analyze_node
 
 use std::any::Any;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
-use super::analysis::volume_unsafe;
+use super::analysis::{override_text, volume_unsafe};
 use super::instances::{volume_of_engine_name, InstanceKind, UnmappedInstance};
 use super::sites::Sites;
+use crate::cluster::name::{NameHashSet, NameMap};
 use crate::cluster::nameset::{self, Index, NameSet};
 use crate::cluster::{Change, ClusterView, Derived, Engine, InstanceManager, Name, Node, Pod, Replica};
 use crate::policy::Policy;
@@ -33,7 +34,10 @@ pub struct DrainIndex {
     placed: Index,
     /// Where instance managers run engine and engine-frontend entries; unmapped ones per node.
     sites: Sites,
-    dirty: HashSet<Name>,
+    /// Volume -> its own override reason, for the Volumes whose allow-drain annotation is set:
+    /// a decision reads the few there are here instead of each blocking volume's object.
+    overrides: NameMap<Name, String>,
+    dirty: NameHashSet<Name>,
     all_dirty: bool,
 }
 
@@ -46,8 +50,18 @@ impl DrainIndex {
 
     /// [`Self::unsafe_volumes`] as the view's shared names.
     pub fn unsafe_names<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a Name> + 'a {
+        self.unsafe_set(node, policy).into_iter().flatten()
+    }
+
+    /// [`Self::unsafe_names`] as the set the index keeps (`None`: empty).
+    pub fn unsafe_set(&self, node: &str, policy: &Policy) -> Option<&NameSet> {
         let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
-        sets.get(node).into_iter().flatten()
+        sets.get(node)
+    }
+
+    /// True when some Volume carries its own override ([`Self::volume_override`]).
+    pub fn has_volume_overrides(&self) -> bool {
+        !self.overrides.is_empty()
     }
 
     /// [`super::analyze_node_with`] reduced to the volumes that are not safe: the same
@@ -63,6 +77,14 @@ impl DrainIndex {
         let volumes =
             self.unsafe_volumes(node, policy).map(|v| (v.to_string(), self.kinds_on(view, v, node)));
         super::analyze_volumes(view, node, volumes, self.unmapped_on(node), policy, now, node_override)
+    }
+
+    /// The override reason on the Volume `volume` itself, if set ([`super::override_reason`]).
+    pub fn volume_override(&self, volume: &str) -> Option<&str> {
+        if self.overrides.is_empty() {
+            return None;
+        }
+        self.overrides.get(volume).map(String::as_str)
     }
 
     /// The kinds of entry the instance managers on `node` run for `volume`.
@@ -163,7 +185,17 @@ impl DrainIndex {
 
     fn changed(&mut self, view: &ClusterView, change: Change<'_>) {
         match change {
-            Change::Volume(d) => self.mark_str(Some(d.name)),
+            Change::Volume(d) => {
+                self.mark_str(Some(d.name));
+                match d.new.and_then(|v| override_text(&v.metadata)) {
+                    Some(reason) => {
+                        self.overrides.insert(Name::new(d.name), reason.to_string());
+                    }
+                    None => {
+                        self.overrides.remove(d.name);
+                    }
+                }
+            }
             Change::Replica(d) => {
                 self.mark(d.old.and_then(Replica::volume_name));
                 self.mark(d.new.and_then(Replica::volume_name));

@@ -8,9 +8,10 @@
 //! object that makes a volume known or unknown marks the entries it may affect; [`Sites::flush`]
 //! re-reads only those.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::instances::{owner_of_entry, volume_of_engine_name, InstanceKind, UnmappedInstance};
+use crate::cluster::name::{NameHashSet, NameMap};
 use crate::cluster::nameset::{self, NameSet};
 use crate::cluster::{ClusterView, InstanceManager, Name};
 
@@ -21,12 +22,12 @@ type Site = (Name, Name, InstanceKind);
 #[derive(Clone, Debug, Default)]
 pub(super) struct Sites {
     /// Entry name -> where it runs (sorted; nearly always one site, two while migrating).
-    by_entry: HashMap<Name, Vec<Site>>,
+    by_entry: NameMap<Name, Vec<Site>>,
     /// Volume implied by an entry's name -> those entry names.
-    by_implied: HashMap<Name, NameSet>,
+    by_implied: NameMap<Name, NameSet>,
     /// Node -> (instance manager, kind, entry name) that no known volume owns.
-    unmapped: HashMap<Name, BTreeSet<(Name, InstanceKind, Name)>>,
-    dirty: HashSet<Name>,
+    unmapped: NameMap<Name, BTreeSet<(Name, InstanceKind, Name)>>,
+    dirty: NameHashSet<Name>,
 }
 
 /// The engine and engine-frontend entries of a non-replica instance manager with a node,
