@@ -89,7 +89,7 @@ impl DrainIndex {
 
     /// The kinds of entry the instance managers on `node` run for `volume`.
     pub(super) fn kinds_on(&self, view: &ClusterView, volume: &str, node: &str) -> BTreeSet<InstanceKind> {
-        self.sites.of_volume(view, volume).remove(node).unwrap_or_default()
+        self.sites.of_volume_on(view, volume, node)
     }
 
     /// The entries on `node` no known volume owns.

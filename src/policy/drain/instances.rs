@@ -129,14 +129,19 @@ pub(super) fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
 /// volume its name implies when the view knows that volume (a Volume, or its replicas or
 /// engines).
 pub(super) fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
+    owner_of_entry_ref(view, name).map(str::to_string)
+}
+
+/// [`owner_of_entry`], borrowed from the view or the name.
+pub(super) fn owner_of_entry_ref<'a>(view: &'a ClusterView, name: &'a str) -> Option<&'a str> {
     if let Some(v) = view.engine(name).and_then(Engine::volume) {
-        return Some(v.to_string());
+        return Some(v);
     }
     let volume = volume_of_engine_name(name)?;
     let known = view.volume(volume).is_some()
         || view.engines_of_volume(volume).next().is_some()
         || view.replicas_of_volume(volume).next().is_some();
-    known.then(|| volume.to_string())
+    known.then_some(volume)
 }
 
 #[cfg(test)]

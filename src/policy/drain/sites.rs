@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::instances::{owner_of_entry, volume_of_engine_name, InstanceKind, UnmappedInstance};
+use super::instances::{
+    owner_of_entry, owner_of_entry_ref, volume_of_engine_name, InstanceKind, UnmappedInstance,
+};
 use crate::cluster::name::{NameHashSet, NameMap};
 use crate::cluster::nameset::{self, NameSet};
 use crate::cluster::{ClusterView, InstanceManager, Name};
@@ -157,12 +159,33 @@ impl Sites {
         let mut out: BTreeMap<Name, BTreeSet<InstanceKind>> = BTreeMap::new();
         for entry in self.candidates(view, volume) {
             let Some(sites) = self.by_entry.get(entry) else { continue };
-            if owner_of_entry(view, entry).as_deref() != Some(volume) {
+            if owner_of_entry_ref(view, entry) != Some(volume) {
                 continue;
             }
             for (node, _, kind) in sites {
                 out.entry(node.clone()).or_default().insert(*kind);
             }
+        }
+        out
+    }
+
+    /// [`Self::of_volume`] for one node: the kinds of entry its instance managers run for
+    /// `volume` (what an answer that lists the volume reads).
+    pub(super) fn of_volume_on(
+        &self,
+        view: &ClusterView,
+        volume: &str,
+        node: &str,
+    ) -> BTreeSet<InstanceKind> {
+        let objects = view.engines_of_volume(volume).filter_map(|e| e.metadata.name.as_deref());
+        let implied = self.by_implied.get(volume).into_iter().flatten().map(Name::as_str);
+        let mut out = BTreeSet::new();
+        for entry in objects.chain(implied) {
+            let Some(sites) = self.by_entry.get(entry) else { continue };
+            if !sites.iter().any(|(n, _, _)| n == node) || owner_of_entry_ref(view, entry) != Some(volume) {
+                continue;
+            }
+            out.extend(sites.iter().filter(|(n, _, _)| n == node).map(|(_, _, kind)| *kind));
         }
         out
     }

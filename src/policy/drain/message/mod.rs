@@ -106,6 +106,14 @@ impl Item<'_> {
         }
     }
 
+    /// [`Self::line`], written at the end of `out`.
+    fn write_line(self, out: &mut String) {
+        match self {
+            Self::Volume(v) => v.write_line(out),
+            Self::Unmapped(u) => out.push_str(&u.line()),
+        }
+    }
+
     /// The line without the remedy (for a warning the full line does not fit).
     fn short(self) -> String {
         match self {
@@ -138,11 +146,15 @@ fn more(n: usize, node: &str) -> String {
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
 pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy) -> String {
     let max = listed_in_denial(policy);
-    let mut out =
-        format!("longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
+    let mut out = String::with_capacity(128 + 256 * max.min(listing.total()));
+    out.push_str("longhorn-guard: ");
+    out.push_str(action);
+    out.push_str(" would ");
+    out.push_str(&impact(listing.volumes, listing.unmapped.len()));
+    out.push(':');
     for item in listing.items(max) {
         out.push_str("\n- ");
-        out.push_str(&item.line());
+        item.write_line(&mut out);
     }
     if listing.total() > max {
         out.push_str("\n- ");

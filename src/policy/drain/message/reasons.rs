@@ -22,10 +22,18 @@ fn explanation(reason: &Reason, remedy: &Remedy) -> String {
 
 /// `volume: reason; remedy` as one line, written once.
 fn line(volume: &str, reason: &Reason, remedy: &Remedy) -> String {
-    match remedy {
-        Remedy::None => format!("{volume}: {reason}"),
-        _ => format!("{volume}: {reason}; {remedy}"),
-    }
+    let mut out = String::new();
+    write_line(&mut out, volume, reason, remedy);
+    out
+}
+
+/// [`line`], written at the end of `out`.
+fn write_line(out: &mut String, volume: &str, reason: &Reason, remedy: &Remedy) {
+    use std::fmt::Write as _;
+    let _ = match remedy {
+        Remedy::None => write!(out, "{volume}: {reason}"),
+        _ => write!(out, "{volume}: {reason}; {remedy}"),
+    };
 }
 
 impl VolumeReport {
@@ -44,6 +52,11 @@ impl Explained {
     /// `volume: reason; remedy` as one line, as [`VolumeReport::line`] writes it.
     pub fn line(&self) -> String {
         line(&self.volume, &self.reason, &self.remedy)
+    }
+
+    /// [`Self::line`], written at the end of `out`.
+    pub fn write_line(&self, out: &mut String) {
+        write_line(out, &self.volume, &self.reason, &self.remedy);
     }
 }
 
