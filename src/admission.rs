@@ -73,6 +73,73 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
+/// An object a request carries (`object`, `oldObject`): kept as its JSON text and read into
+/// a [`Value`] the first time a rule looks at it (through `Deref`), so a request whose rule
+/// never reads it (an eviction's `Eviction`, with its managed fields) builds no tree for it.
+/// It compares, prints and serialises as that value.
+#[derive(Clone, Default)]
+pub struct Embedded {
+    raw: Option<Box<serde_json::value::RawValue>>,
+    value: std::sync::OnceLock<Value>,
+}
+
+impl Embedded {
+    /// The value, read from the text on first use (valid JSON by construction; `null` past
+    /// serde_json's nesting limit, which the request's own parse shares).
+    fn value(&self) -> &Value {
+        self.value.get_or_init(|| {
+            self.raw.as_deref().and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or(Value::Null)
+        })
+    }
+}
+
+impl From<Value> for Embedded {
+    fn from(v: Value) -> Self {
+        Self { raw: None, value: std::sync::OnceLock::from(v) }
+    }
+}
+
+impl std::ops::Deref for Embedded {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        self.value()
+    }
+}
+
+impl std::ops::DerefMut for Embedded {
+    fn deref_mut(&mut self) -> &mut Value {
+        self.value();
+        // The value is what counts from now on.
+        self.raw = None;
+        self.value.get_mut().expect("read just now")
+    }
+}
+
+impl PartialEq for Embedded {
+    fn eq(&self, other: &Self) -> bool {
+        self.value() == other.value()
+    }
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.value().fmt(f)
+    }
+}
+
+impl Serialize for Embedded {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Embedded {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
+        Ok(Self { raw: Some(raw), value: std::sync::OnceLock::new() })
+    }
+}
+
 /// One admission request, as the API server sends it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -96,9 +163,9 @@ pub struct AdmissionRequest {
     #[serde(default)]
     pub user_info: UserInfo,
     #[serde(default)]
-    pub object: Option<Value>,
+    pub object: Option<Embedded>,
     #[serde(default)]
-    pub old_object: Option<Value>,
+    pub old_object: Option<Embedded>,
     /// Server-side dry run. longhorn-guard has no side effects, so dry runs are decided exactly
     /// like real requests (and the webhook configurations declare `sideEffects: None`).
     #[serde(default)]
@@ -171,7 +238,8 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
 /// `admission.k8s.io/v1` AdmissionReview. Anything else (`None`) goes through
 /// [`parse_review_checked`], which says exactly what is wrong.
 fn fast_parse(body: &[u8]) -> Option<AdmissionRequest> {
-    let env: TypedEnvelope = serde_json::from_slice(body).ok()?;
+    // UTF-8 checked once for the whole body, not string by string.
+    let env: TypedEnvelope = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
     if env.kind.as_deref() != Some("AdmissionReview") || env.api_version.as_deref() != Some(API_VERSION) {
         return None;
     }
@@ -393,5 +461,26 @@ mod tests {
             String::from_utf8(allow).unwrap(),
             r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"allowed":true,"uid":"u-3"}}"#
         );
+    }
+
+    #[test]
+    fn an_embedded_object_is_read_when_first_looked_at_and_reads_as_its_value() {
+        let fixture =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");
+        let body = std::fs::read(fixture).unwrap();
+        let mut req = parse_review(&body).unwrap();
+        let object = req.object.as_ref().unwrap();
+        assert!(object.value.get().is_none(), "not read by the parse");
+        let whole: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(**object, whole["request"]["object"]);
+        assert!(object.value.get().is_some());
+        assert_eq!(req.old_object, None, "null is no object");
+        // Changed in place, it is the changed value that counts, also when written out.
+        req.object.as_mut().unwrap()["kind"] = json!("Changed");
+        let written: Value = serde_json::to_value(&req).unwrap();
+        assert_eq!(written["object"]["kind"], "Changed");
+        assert_eq!(written["object"]["metadata"], whole["request"]["object"]["metadata"]);
+        // Read back through a Value (the step-by-step parse), it is the same request.
+        assert_eq!(serde_json::from_value::<AdmissionRequest>(written).unwrap(), req);
     }
 }

@@ -168,7 +168,7 @@ impl Admitter {
 /// One structured event per decision: denials and overrides at WARN/INFO with their reason.
 /// Request-supplied fields are cut to a fixed length (`crate::clip`).
 pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
-    use crate::clip::{clip, clip_joined, clip_to, MAX_TEXT};
+    use crate::clip::{clip, clip_joined, clip_line_to, MAX_TEXT};
     let node = d.details.node.as_deref().unwrap_or("");
     let message = d.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
     let code = d.status.as_ref().map(|s| s.code).unwrap_or(200);
@@ -192,7 +192,7 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
                 overridden = %clip(d.details.overridden.as_deref().unwrap_or("")),
                 warnings = d.warnings.len(),
                 // One event, one line: a message's line breaks are joined in the log.
-                reason = %clip_to(&message.replace(['\r', '\n'], " "), MAX_TEXT),
+                reason = %clip_line_to(message, MAX_TEXT),
                 $msg
             )
         };

@@ -35,6 +35,23 @@ pub fn clip_to(s: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{kept}…[+{cut} bytes]"))
 }
 
+/// [`clip_to`] of `s` with its line breaks (`\r`, `\n`) written as spaces: one event, one
+/// line. Only what is kept is rewritten.
+pub fn clip_line_to(s: &str, max: usize) -> Cow<'_, str> {
+    let one_line = |t: &str| t.replace(['\r', '\n'], " ");
+    if s.len() <= max {
+        return match s.contains(['\r', '\n']) {
+            true => Cow::Owned(escape_controls(&one_line(s)).into_owned()),
+            false => escape_controls(s),
+        };
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!("{}…[+{} bytes]", escape_controls(&one_line(&s[..end])), s.len() - end))
+}
+
 /// [`clip_to`] of `parts` joined with `sep`, writing no more of the join than is kept: a
 /// decision blocked by thousands of volumes logs their first names, not all of them.
 pub fn clip_joined<S: AsRef<str>>(parts: &[S], sep: &str, max: usize) -> String {
@@ -69,7 +86,9 @@ fn breaks_lines(c: char) -> bool {
 /// `s` with each character of [`breaks_lines`] written as an escape: `\n`, `\r`, `\t`, else
 /// `\u{hex}`; and a backslash as `\\`, so that every backslash written starts an escape.
 fn escape_controls(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| breaks_lines(c) || c == '\\') {
+    // Printable ASCII without a backslash, byte by byte (the common case), else by character.
+    let plain = |b: u8| (0x20..0x7f).contains(&b) && b != b'\\';
+    if s.bytes().all(plain) || !s.chars().any(|c| breaks_lines(c) || c == '\\') {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -139,6 +158,17 @@ mod tests {
             for max in [0, 1, 3, 7, 8, 9, 30, 100, 384, 10_000] {
                 let want = clip_to(&parts[..n].join(","), max).into_owned();
                 assert_eq!(clip_joined(&parts[..n], ",", max), want, "{n} parts, max {max}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_clipped_line_is_the_clipped_string_with_spaces_for_line_breaks() {
+        let long = format!("head:\r\n- a\u{1b}b\n- {}\n- end", "é".repeat(300));
+        for s in ["", "one line", "two\nlines\r\n", "tab\there\\", long.as_str()] {
+            for max in [0, 1, 4, 6, 7, 100, 384, 10_000] {
+                let want = clip_to(&s.replace(['\r', '\n'], " "), max).into_owned();
+                assert_eq!(clip_line_to(s, max), want, "{s:?} at {max}");
             }
         }
     }

@@ -81,7 +81,7 @@ fn gate_cli_networks(gate: &Value) -> Vec<String> {
 #[test]
 fn storage_network_pod_gets_the_gate_and_nothing_else_changes() {
     let req = request("pod-create-instance-manager-storage-network-mutating.json");
-    let original = req.object.clone().unwrap();
+    let original = req.object.as_deref().cloned().unwrap();
     let d = decide(&req, &Policy::default());
     assert!(d.allowed);
     assert_eq!(d.rule, "init-gate");
@@ -156,7 +156,7 @@ fn storage_network_pod_gets_the_gate_and_nothing_else_changes() {
 #[test]
 fn pod_with_init_containers_and_volumes_gets_the_gate_appended() {
     let req = request("pod-create-instance-manager-with-initcontainers-mutating.json");
-    let original = req.object.clone().unwrap();
+    let original = req.object.as_deref().cloned().unwrap();
     let d = decide(&req, &Policy::default());
     assert_eq!(
         ops(&d),
@@ -180,7 +180,7 @@ fn pod_without_volumes_or_token_gets_new_lists() {
     let obj = req.object.as_mut().unwrap();
     obj["spec"].as_object_mut().unwrap().remove("volumes");
     obj["spec"]["containers"][0].as_object_mut().unwrap().remove("volumeMounts");
-    let original = obj.clone();
+    let original = Value::clone(obj);
     let d = decide(&req, &Policy::default());
     assert_eq!(
         ops(&d),
@@ -203,7 +203,7 @@ fn mutating_the_output_again_yields_no_patch() {
         let mut req = request(name);
         let d = decide(&req, &Policy::default());
         let patched = apply(req.object.as_ref().unwrap(), &d);
-        req.object = Some(patched);
+        req.object = Some(patched.into());
         let again = decide(&req, &Policy::default());
         assert!(again.allowed && again.patch.is_none() && again.warnings.is_empty(), "{name}: {again:?}");
     }
@@ -223,7 +223,7 @@ fn both_annotation_forms() {
     for (annotation, want) in cases {
         let mut req = request("pod-create-instance-manager-storage-network-mutating.json");
         req.object.as_mut().unwrap()["metadata"]["annotations"][NETWORKS] = json!(annotation);
-        let original = req.object.clone().unwrap();
+        let original = req.object.as_deref().cloned().unwrap();
         let d = decide(&req, &Policy::default());
         let patched = apply(&original, &d);
         assert_eq!(strip_gate(&patched, &original), original, "{annotation}");

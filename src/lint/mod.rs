@@ -241,7 +241,7 @@ fn request(t: &Target) -> AdmissionRequest {
         namespace,
         operation: Operation::Create,
         user_info: UserInfo { username: "longhorn-guard-lint".into(), ..UserInfo::default() },
-        object: Some(t.object.clone()),
+        object: Some(t.object.clone().into()),
         old_object: None,
         dry_run: Some(true),
         options: None,

@@ -61,12 +61,12 @@ pub fn finish(result: Result<Decision, RuleError>) -> Decision {
 
 /// The request's `object`, or an error naming it.
 pub fn object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleError> {
-    req.object.as_ref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "object" })
+    req.object.as_deref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "object" })
 }
 
 /// The request's `oldObject`, or an error naming it.
 pub fn old_object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleError> {
-    req.old_object.as_ref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "oldObject" })
+    req.old_object.as_deref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "oldObject" })
 }
 
 /// Parses `value` (the request's object or oldObject) into a typed object, reading `null` as Go

@@ -37,7 +37,7 @@ fn create(group: &str, version: &str, kind: &str, resource: &str, object: Value)
         namespace,
         operation: Operation::Create,
         user_info: UserInfo { username: "longhorn-guard-check".into(), ..UserInfo::default() },
-        object: Some(object),
+        object: Some(object.into()),
         old_object: None,
         dry_run: Some(true),
         options: None,
