@@ -93,6 +93,31 @@ impl ClusterView {
         }
     }
 
+    /// [`Freshness::is_fresh`] of [`Self::freshness`], read in place (a decision asks it on
+    /// every allow).
+    pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
+        if !self.synced || !self.failing.is_empty() || self.unreadable.values().any(|n| !n.is_empty()) {
+            return false;
+        }
+        if let Source::Snapshot(_) = self.source {
+            return true;
+        }
+        // The oldest kind on each clock; `None` while some kind has no data.
+        let wall = ObjectKind::ALL.iter().try_fold(None, |min: Option<SystemTime>, k| {
+            self.kind_updated.get(k).map(|t| Some(min.map_or(*t, |m| m.min(*t))))
+        });
+        let mono = ObjectKind::ALL.iter().try_fold(None, |min: Option<Instant>, k| {
+            self.kind_seen.get(k).map(|t| Some(min.map_or(*t, |m| m.min(*t))))
+        });
+        wall.flatten().is_some_and(|t| now.duration_since(t).unwrap_or(Duration::ZERO) <= max_age)
+            && mono.flatten().is_none_or(|t| t.elapsed() <= max_age)
+    }
+
+    /// Where the view's data came from ([`Freshness::source`]).
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
     /// The kinds current at `now` under `max_age` by the rule [`Freshness::is_fresh`] applies to
     /// the whole view: a synced watch view, the kind not failing, none of its objects
     /// unreadable, and data for it within `max_age` on both clocks. Empty for other views.
@@ -245,5 +270,34 @@ mod tests {
         snap.touch(now);
         snap.mark_synced();
         assert_eq!(snap.freshness().monotonic_age, None);
+    }
+
+    #[test]
+    fn the_view_answers_is_fresh_as_its_freshness_does() {
+        let now = SystemTime::now();
+        let bound = Duration::from_secs(5);
+        let agree = |v: &ClusterView, at: SystemTime| {
+            assert_eq!(v.is_fresh(at, bound), v.freshness().is_fresh(at, bound), "{:?}", v.freshness());
+            v.is_fresh(at, bound)
+        };
+        let mut v = ClusterView::new(Source::Watch);
+        assert!(!agree(&v, now), "nothing yet");
+        v.touch_kind(ObjectKind::ALL[0], now);
+        v.mark_synced();
+        assert!(!agree(&v, now), "one kind only");
+        v.touch(now);
+        assert!(agree(&v, now));
+        assert!(!agree(&v, now + Duration::from_secs(6)), "old by the wall clock");
+        v.note_unreadable(ObjectKind::ALL[1], "odd");
+        assert!(!agree(&v, now));
+        v.clear_unreadable(ObjectKind::ALL[1], "odd");
+        assert!(agree(&v, now));
+        v.note_watch_failed(ObjectKind::ALL[2]);
+        assert!(!agree(&v, now));
+        let mut snap = ClusterView::new(Source::Snapshot("s".into()));
+        snap.touch(now - Duration::from_secs(3600));
+        assert!(!agree(&snap, now), "not synced");
+        snap.mark_synced();
+        assert!(agree(&snap, now), "a snapshot is the truth");
     }
 }

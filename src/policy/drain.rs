@@ -122,7 +122,7 @@ pub fn eviction(
         Some(pod) => match pod.node() {
             Some(n) => n.to_string(),
             // Not scheduled, by data current enough for an allow: nothing runs in it.
-            None if view.freshness().is_fresh(now, policy.drain.max_view_age) => {
+            None if view.is_fresh(now, policy.drain.max_view_age) => {
                 return Ok(Decision::warn(vec![format!(
                     "longhorn-guard: instance-manager pod {ns}/{name} has no node; nothing runs in it"
                 )])
@@ -221,9 +221,7 @@ fn guard(
             let listing = Listing { shown: &shown, volumes: b.overridden.len(), unmapped: &unmapped };
             d.warnings = warning_lines(head, node, listing, policy);
         }
-        if policy.drain.action == DrainAction::Enforce
-            && !view.freshness().is_fresh(now, policy.drain.max_view_age)
-        {
+        if policy.drain.action == DrainAction::Enforce && !view.is_fresh(now, policy.drain.max_view_age) {
             d.confirm_node = Some(node.to_string());
         }
         d

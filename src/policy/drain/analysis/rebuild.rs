@@ -79,7 +79,7 @@ pub(super) fn stall_since(
     now: SystemTime,
 ) -> Option<SystemTime> {
     let mut since: Option<SystemTime> = None;
-    if view.freshness().source == Source::Watch {
+    if *view.source() == Source::Watch {
         let marks = view.derived::<super::super::RebuildMarks>();
         if let Some(mark) =
             marks.and_then(|m| m.get(engine.metadata.name.as_deref().unwrap_or(""), address_key))
