@@ -14,8 +14,9 @@
 # BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s), BENCH_HTTPS_PORT (18461; the
 # static servers get the next two ports), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
 # A second static server answers with longhorn-guard's own denial bytes, so the denial is
-# compared with a server sending the same answer. Prints one table (requests/s, p50, p99 per
-# server and case) and the ratios longhorn-guard / static server per case.
+# compared with a server sending the same answer. Prints one table (requests/s, p50, p99 and the
+# server's CPU time per request, per server and case) and the ratios longhorn-guard / static
+# server per case.
 # Exit status: 0 measured, 2 could not run.
 set -euo pipefail
 
@@ -75,8 +76,10 @@ LUA
 LONGHORN_GUARD_LOG=warn "$BIN" serve --tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" \
 	--state "$WORK/state.json" >"$WORK/guard.log" 2>&1 &
 PIDS+=($!)
+GUARD_PID=$!
 "$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PORT" >"$WORK/static.log" 2>&1 &
 PIDS+=($!)
+STATIC_PID=$!
 post() { curl -sf --cacert "$WORK/certs/ca.crt" -H 'Content-Type: application/json' --data-binary "@${2:-$WORK/body.json}" "$1"; }
 for _ in $(seq 1 600); do
 	post "https://127.0.0.1:$PORT/validate" >/dev/null 2>&1 && post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null 2>&1 && break
@@ -92,6 +95,7 @@ printf '%s' "$denial" >"$WORK/denial.json"
 "$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_DENY_PORT" --answer "$WORK/denial.json" \
 	>"$WORK/static-deny.log" 2>&1 &
 PIDS+=($!)
+STATIC_DENY_PID=$!
 for _ in $(seq 1 600); do
 	post "https://127.0.0.1:$STATIC_DENY_PORT/validate" >/dev/null 2>&1 && break
 	sleep 0.1
@@ -99,25 +103,32 @@ done
 post "https://127.0.0.1:$STATIC_DENY_PORT/validate" | grep -q '"allowed":false' || die "static_server --answer did not answer"
 post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null || die "static_server did not answer"
 
-# measure NAME URL [BODY]: one wrk run; prints "NAME req/s p50 p99".
+# cpu PID: the process's user + system CPU time so far, in clock ticks.
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# measure NAME URL BODY PID: one wrk run; prints "NAME req/s p50 p99 cpu", cpu being the
+# server's CPU time per request in microseconds (steadier than req/s on a shared machine).
 measure() {
-	local out rps p50 p99 body=${3:-$WORK/body.json}
+	local out rps p50 p99 n c0 c1 body=$3
 	BENCH_BODY="$body" wrk -t1 -c4 -d2s -s "$WORK/post.lua" "$2" >/dev/null 2>&1 || true # warm-up
+	c0=$(cpu "$4")
 	out=$(BENCH_BODY="$body" wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$WORK/post.lua" "$2") ||
 		die "wrk failed against $1"
+	c1=$(cpu "$4")
 	if grep -q 'Non-2xx' <<<"$out"; then die "$1 answered non-2xx: $(grep Non-2xx <<<"$out")"; fi
 	rps=$(awk '/^Requests\/sec:/ { print $2 }' <<<"$out")
 	p50=$(awk '$1 == "50%" { print $2 }' <<<"$out")
 	p99=$(awk '$1 == "99%" { print $2 }' <<<"$out")
-	printf '%s %s %s %s\n' "$1" "$rps" "$p50" "$p99"
+	n=$(awk '/requests in/ { print $1 }' <<<"$out")
+	printf '%s %s %s %s %s\n' "$1" "$rps" "$p50" "$p99" \
+		"$(awk -v c=$((c1 - c0)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (n > 0 ? c * 1e6 / hz / n : 0) }')"
 }
 echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow) and of $deny_pod (deny, strands ${stranded:-?} volumes); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each; $(nproc) CPUs"
-static=$(measure static-allow "https://127.0.0.1:$STATIC_PORT/validate")
-guard=$(measure guard-allow "https://127.0.0.1:$PORT/validate")
-static_deny=$(measure static-deny "https://127.0.0.1:$STATIC_DENY_PORT/validate" "$WORK/deny.json")
-deny=$(measure guard-deny "https://127.0.0.1:$PORT/validate" "$WORK/deny.json")
-printf '%-16s %12s %10s %10s\n' server "requests/s" p50 p99
-printf '%-16s %12s %10s %10s\n' $static $guard $static_deny $deny
+static=$(measure static-allow "https://127.0.0.1:$STATIC_PORT/validate" "$WORK/body.json" "$STATIC_PID")
+guard=$(measure guard-allow "https://127.0.0.1:$PORT/validate" "$WORK/body.json" "$GUARD_PID")
+static_deny=$(measure static-deny "https://127.0.0.1:$STATIC_DENY_PORT/validate" "$WORK/deny.json" "$STATIC_DENY_PID")
+deny=$(measure guard-deny "https://127.0.0.1:$PORT/validate" "$WORK/deny.json" "$GUARD_PID")
+printf '%-16s %12s %10s %10s %14s\n' server "requests/s" p50 p99 "CPU us/request"
+printf '%-16s %12s %10s %10s %14s\n' $static $guard $static_deny $deny
 # ratio GUARD STATIC: prints the req/s ratio of two rows.
 ratio() {
 	awk -v a="$(cut -d' ' -f1 <<<"$1")" -v g="$(cut -d' ' -f2 <<<"$1")" -v b="$(cut -d' ' -f1 <<<"$2")" -v s="$(cut -d' ' -f2 <<<"$2")" \

@@ -121,9 +121,7 @@ fn log_filter(s: &str) -> Result<String, String> {
 
 /// Installs logging, builds the runtime and runs the subcommand.
 pub fn run(cli: Cli) -> ExitCode {
-    // `serve` logs through the writer thread (`log_queue`); the other commands log little.
-    let serving = matches!(cli.command, Command::Serve(_));
-    init_logging(cli.log_format, &cli.log_level, serving);
+    init_logging(cli.log_format, &cli.log_level);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -132,7 +130,7 @@ pub fn run(cli: Cli) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = runtime.block_on(async move {
+    runtime.block_on(async move {
         match cli.command {
             Command::Serve(args) => crate::server::run(args).await,
             Command::Certs(args) => crate::certs::run(args),
@@ -142,31 +140,24 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Check(CheckCommand::Cluster(args)) => crate::check::cluster::run(args).await,
             Command::Gate(args) => crate::gate::run(args).await,
         }
-    });
-    // Every log line is out before the process ends.
-    crate::log_queue::flush();
-    code
+    })
 }
 
-fn init_logging(format: LogFormat, filter: &str, queued: bool) {
+fn init_logging(format: LogFormat, filter: &str) {
     use tracing_subscriber::EnvFilter;
     // Checked while parsing (`log_filter`).
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(ansi)
         // A log line that cannot be written (standard error closed or full) is dropped;
         // reporting that on standard error again would panic.
         .log_internal_errors(false);
-    let queue = crate::log_queue::QueuedStderr;
-    let _ = match (format, queued) {
-        (LogFormat::Text, false) => builder.with_writer(std::io::stderr).try_init(),
-        (LogFormat::Text, true) => builder.with_writer(queue).try_init(),
-        (LogFormat::Json, false) => {
-            builder.with_writer(std::io::stderr).json().flatten_event(true).try_init()
-        }
-        (LogFormat::Json, true) => builder.with_writer(queue).json().flatten_event(true).try_init(),
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
 

@@ -21,7 +21,6 @@ pub mod exposition;
 pub mod gate;
 pub mod heap;
 pub mod lint;
-pub mod log_queue;
 pub mod mutate;
 pub mod output;
 pub mod policy;
