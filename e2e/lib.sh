@@ -35,11 +35,16 @@ gone_pid() { # exited (a zombie until `wait` reaps it counts as gone)
 	[[ $st == Z* ]]
 }
 
-# stop_pid PID: SIGTERM (graceful shutdown, bounded by the server's --shutdown-grace), then
-# SIGKILL after 30s; reaps it.
+# stop_pid PID [SIGNAL [SECONDS]]: SIGNAL (TERM: graceful shutdown, bounded by the server's
+# --shutdown-grace), then SIGKILL once SECONDS (30) have passed; reaps it, quietly.
 stop_pid() {
-	kill "$1" 2>/dev/null || true
-	wait_for 30 gone_pid "$1" || kill -9 "$1" 2>/dev/null || true
+	local i
+	kill "-${2:-TERM}" "$1" 2>/dev/null || true
+	for ((i = 0; i < ${3:-30} * 4; i++)); do
+		gone_pid "$1" && break
+		sleep 0.25
+	done
+	kill -9 "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
 }
 
