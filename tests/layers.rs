@@ -107,9 +107,20 @@ fn named(line: &str, module: &[String]) -> Vec<Vec<String>> {
     out
 }
 
-/// Every path each source file names, as (file under `src/`, the file's module, the path as
-/// named, the longest prefix of it that is a module).
-fn names() -> Vec<(String, Vec<String>, Vec<String>, Vec<String>)> {
+/// One path a source file names.
+struct Name {
+    /// The file, under `src/`.
+    file: String,
+    /// The file's module.
+    module: Vec<String>,
+    /// The path as named.
+    path: Vec<String>,
+    /// The longest prefix of `path` that is a module.
+    resolved: Vec<String>,
+}
+
+/// Every path each source file names.
+fn names() -> Vec<Name> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut all = Vec::new();
     files(&src, &mut all);
@@ -125,7 +136,7 @@ fn names() -> Vec<(String, Vec<String>, Vec<String>, Vec<String>)> {
                 while !resolved.is_empty() && !modules.contains(&resolved) {
                     resolved.pop();
                 }
-                out.push((shown.clone(), module.clone(), path, resolved));
+                out.push(Name { file: shown.clone(), module: module.clone(), path, resolved });
             }
         }
     }
@@ -137,7 +148,7 @@ fn names() -> Vec<(String, Vec<String>, Vec<String>, Vec<String>)> {
 /// is an arrow `a::b -> a::d`; a module naming its parent or its children draws none).
 fn arrows(depth: usize) -> BTreeMap<(String, String), String> {
     let mut out = BTreeMap::new();
-    for (file, module, _, path) in names() {
+    for Name { file, module, resolved: path, .. } in names() {
         let shared = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
         if shared >= module.len() || shared >= path.len() || (depth == 1 && shared > 0) {
             continue;
@@ -276,14 +287,13 @@ fn no_sub_layer_of_cluster_imports_from_one_above_it() {
 fn cluster_files_name_cluster_items_through_their_sub_layer() {
     let hidden: Vec<String> = names()
         .into_iter()
-        .filter(|(_, module, path, resolved)| {
-            module.first().is_some_and(|m| m == "cluster")
-                && module.len() > 1
-                && resolved.len() == 1
-                && resolved[0] == "cluster"
-                && path.len() > 1
+        .filter(|n| {
+            n.module.first().is_some_and(|m| m == "cluster")
+                && n.module.len() > 1
+                && n.resolved == ["cluster"]
+                && n.path.len() > 1
         })
-        .map(|(file, _, path, _)| format!("src/{file} names {}", path.join("::")))
+        .map(|n| format!("src/{} names {}", n.file, n.path.join("::")))
         .collect();
     assert!(
         hidden.is_empty(),
