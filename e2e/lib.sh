@@ -77,7 +77,7 @@ refuse_real_longhorn() {
 	local label=$1 n foreign
 	shift
 	if k get crd volumes.longhorn.io >/dev/null 2>&1; then
-		foreign=$(k -n "$LH_NS" get volumes.longhorn.io -l "$label!=true" -o name 2>/dev/null | head -1)
+		foreign=$(k -n "$LH_NS" get volumes.longhorn.io -l "$label!=true" -o name 2>/dev/null | awk 'NR == 1')
 		[ -z "$foreign" ] || die "$LH_NS already has Longhorn volumes ($foreign): refusing to run against a real Longhorn"
 	fi
 	for n in "$@"; do
