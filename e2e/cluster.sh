@@ -147,6 +147,8 @@ down() {
 	set -e
 }
 
+say_where_stopped
+
 # One run at a time on this machine: a second one would find (and remove) the first's cluster.
 exec 9>"$DIR.lock"
 flock -n 9 || die "another e2e/cluster.sh holds the lock: wait for it to finish"

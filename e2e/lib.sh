@@ -19,6 +19,14 @@ die() {
 	exit 2
 }
 
+# say_where_stopped: from now on a command that stops the script (set -e) prints what failed
+# and where, instead of ending it without a word; where errexit is off (inside `run`) a failure
+# is expected and says nothing.
+say_where_stopped() {
+	set -E
+	trap 'rc=$?; [[ $- == *e* ]] && printf "%s: stopped: %q failed (exit %s) at %s line %s\n" "$SCRIPT_NAME" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
+}
+
 # wait_for SECONDS CMD...: retries CMD once a second until it succeeds; bounded.
 wait_for() {
 	local deadline=$((SECONDS + $1))

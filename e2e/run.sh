@@ -98,10 +98,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# A command that stops the run (set -e) says so, instead of ending it without a word (where
-# errexit is off, as inside `run`, a failure is expected and says nothing).
-set -E
-trap 'rc=$?; [[ $- == *e* ]] && printf "%s: stopped: %q failed (exit %s) at %s line %s\n" "$SCRIPT_NAME" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
+say_where_stopped
 
 stop_webhook() {
 	if [ "$MODE" = in-cluster ]; then
