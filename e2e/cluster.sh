@@ -8,6 +8,8 @@
 #   e2e/cluster.sh [run]   # up, install, checks, down (always, by trap); "N passed, N failed"
 #   e2e/cluster.sh up      # only the cluster (KUBECONFIG=$E2E_CLUSTER_DIR/kubeconfig)
 #   e2e/cluster.sh down    # stop and remove everything `up` made
+#   e2e/cluster.sh checks FN...  # on a cluster `up` made: only these steps of run_checks, in
+#                                # order (e.g. longhorn_standin install_guard check_rollout)
 #
 # Needs (root): KUBE_BIN_DIR (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kube-proxy), ETCD (etcd 3.5+), CONTAINERD_BIN_DIR (containerd 1.7+, containerd-shim-runc-v2,
@@ -145,6 +147,8 @@ down() {
 	set -e
 }
 
+say_where_stopped
+
 # One run at a time on this machine: a second one would find (and remove) the first's cluster.
 exec 9>"$DIR.lock"
 flock -n 9 || die "another e2e/cluster.sh holds the lock: wait for it to finish"
@@ -156,6 +160,18 @@ up)
 	echo "export KUBECONFIG=$DIR/kubeconfig"
 	;;
 down) down ;;
+checks)
+	[ -f "$DIR/owner" ] || die "no cluster of this harness in $DIR: run $0 up first"
+	shift
+	[ $# -gt 0 ] || die "usage: $0 checks FN... (the steps of run_checks in e2e/cluster/checks.sh)"
+	# shellcheck source=e2e/cluster/checks.sh
+	. "$E2E/cluster/checks.sh"
+	for fn in "$@"; do
+		[ "$(type -t "$fn")" = function ] || die "no step $fn in e2e/cluster/checks.sh"
+		"$fn"
+	done
+	summary
+	;;
 run)
 	preflight
 	trap 'rc=$?; [ "${E2E_CLUSTER_KEEP:-0}" = 1 ] || down; exit $rc' EXIT
@@ -165,5 +181,5 @@ run)
 	. "$E2E/cluster/checks.sh"
 	run_checks
 	;;
-*) die "usage: $0 [run|up|down]" ;;
+*) die "usage: $0 [run|up|down|checks FN...]" ;;
 esac

@@ -15,18 +15,29 @@ DOCTOR_LABEL=longhorn-guard-e2e-doctor=true
 # holds TEXT.
 finding() { grep -F -- "$3" <<<"$OUT" | grep -qE "^$1 +$2 "; }
 
+# doctor_budgets IM LABELS APP: Longhorn's budget for instance manager IM in $LH_NS, in the
+# shape of shared/fixtures/longhorn/pdb-instance-manager.json (minAvailable 1 over LABELS, a
+# JSON object), and an application budget (minAvailable 1 over app=APP) in default.
+doctor_budgets() {
+	k create -f - >/dev/null <<-EOF
+		{"apiVersion": "v1", "kind": "List", "items": [
+		 {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+		  "metadata": {"name": "$1", "namespace": "$LH_NS", "labels": {"longhorn-guard-e2e": "true", "longhorn-guard-e2e-doctor": "true"}},
+		  "spec": {"minAvailable": 1, "selector": {"matchLabels": $2}}},
+		 {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+		  "metadata": {"name": "$3", "namespace": "default", "labels": {"longhorn-guard-e2e": "true", "longhorn-guard-e2e-doctor": "true"}},
+		  "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "$3"}}}}
+		]}
+	EOF
+}
+
 doctor_checks() {
 	log "check drain node-3: the drain doctor names each blocker with its remedy"
 	local uid=00000000-0000-4000-8000-000000000025 labels
 	labels=$(k -n "$LH_NS" get pod "$IM3" -o jsonpath='{.metadata.labels}')
+	doctor_budgets "$IM3" "$labels" "$DOCTOR_APP"
 	k create -f - >/dev/null <<-EOF
 		{"apiVersion": "v1", "kind": "List", "items": [
-		 {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-		  "metadata": {"name": "$IM3", "namespace": "$LH_NS", "labels": {"longhorn-guard-e2e": "true", "longhorn-guard-e2e-doctor": "true"}},
-		  "spec": {"minAvailable": 1, "selector": {"matchLabels": $labels}}},
-		 {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-		  "metadata": {"name": "$DOCTOR_APP", "namespace": "default", "labels": {"longhorn-guard-e2e": "true", "longhorn-guard-e2e-doctor": "true"}},
-		  "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "$DOCTOR_APP"}}}},
 		 {"apiVersion": "v1", "kind": "Pod",
 		  "metadata": {"name": "$DOCTOR_APP-6d4cf56db6-x7k2p", "namespace": "default",
 		   "labels": {"app": "$DOCTOR_APP", "longhorn-guard-e2e": "true", "longhorn-guard-e2e-doctor": "true"},

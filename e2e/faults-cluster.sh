@@ -62,17 +62,7 @@ start() {
 	echo "$name $!" >>"$PIDS_FILE"
 }
 pid_of() { cat "$WORK/$1.pid"; }
-kill_one() { # NAME [SIGNAL]
-	local pid
-	pid=$(pid_of "$1")
-	kill "-${2:-KILL}" "$pid" 2>/dev/null || true
-	for _ in $(seq 1 40); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.25
-	done
-	kill -9 "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-}
+kill_one() { stop_pid "$(pid_of "$1")" "${2:-KILL}" 10; } # NAME [SIGNAL]
 
 member_cmd() { # N: the etcd command line of member mN (m3 as nobody)
 	local n=$1 cluster="m1=http://127.0.0.1:34201,m2=http://127.0.0.1:34202,m3=http://127.0.0.1:34203"
@@ -150,6 +140,9 @@ cleanup() {
 	[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
 	while read -r name pid; do
 		kill -9 "$pid" 2>/dev/null
+	done <"$PIDS_FILE"
+	while read -r name pid; do
+		wait "$pid" 2>/dev/null # reaped quietly: no "Killed" job notices
 	done <"$PIDS_FILE"
 	sleep 1
 	[ -n "$ROUTED" ] && ip route del "$SERVICE_CIDR" dev lo 2>/dev/null

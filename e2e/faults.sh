@@ -27,7 +27,8 @@ guard_curl() { curl -s --max-time 15 --cacert "$WORK/certs/ca.crt" "$@"; }
 
 # metric_sum NAME [FILTER]: sum of NAME's series (whose line contains FILTER) on serve's /metrics.
 metric_sum() {
-	guard_curl "https://127.0.0.1:$PORT/metrics" | grep -E "^$1[{ ]" | grep -F -- "${2:-}" |
+	# Counters appear once non-zero: no series is a sum of 0, not a failure (set -o pipefail).
+	guard_curl "https://127.0.0.1:$PORT/metrics" | { grep -E "^$1[{ ]" || true; } | { grep -F -- "${2:-}" || true; } |
 		awk '{s += $NF} END {print s + 0}'
 }
 # consistent_reads_from_cache: kube-apiserver answers consistent LISTs from its watch cache

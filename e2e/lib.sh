@@ -19,6 +19,14 @@ die() {
 	exit 2
 }
 
+# say_where_stopped: from now on a command that stops the script (set -e) prints what failed
+# and where, instead of ending it without a word; where errexit is off (inside `run`) a failure
+# is expected and says nothing.
+say_where_stopped() {
+	set -E
+	trap 'rc=$?; [[ $- == *e* ]] && printf "%s: stopped: %q failed (exit %s) at %s line %s\n" "$SCRIPT_NAME" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
+}
+
 # wait_for SECONDS CMD...: retries CMD once a second until it succeeds; bounded.
 wait_for() {
 	local deadline=$((SECONDS + $1))
@@ -35,11 +43,16 @@ gone_pid() { # exited (a zombie until `wait` reaps it counts as gone)
 	[[ $st == Z* ]]
 }
 
-# stop_pid PID: SIGTERM (graceful shutdown, bounded by the server's --shutdown-grace), then
-# SIGKILL after 30s; reaps it.
+# stop_pid PID [SIGNAL [SECONDS]]: SIGNAL (TERM: graceful shutdown, bounded by the server's
+# --shutdown-grace), then SIGKILL once SECONDS (30) have passed; reaps it, quietly.
 stop_pid() {
-	kill "$1" 2>/dev/null || true
-	wait_for 30 gone_pid "$1" || kill -9 "$1" 2>/dev/null || true
+	local i
+	kill "-${2:-TERM}" "$1" 2>/dev/null || true
+	for ((i = 0; i < ${3:-30} * 4; i++)); do
+		gone_pid "$1" && break
+		sleep 0.25
+	done
+	kill -9 "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
 }
 
@@ -72,7 +85,7 @@ refuse_real_longhorn() {
 	local label=$1 n foreign
 	shift
 	if k get crd volumes.longhorn.io >/dev/null 2>&1; then
-		foreign=$(k -n "$LH_NS" get volumes.longhorn.io -l "$label!=true" -o name 2>/dev/null | head -1)
+		foreign=$(k -n "$LH_NS" get volumes.longhorn.io -l "$label!=true" -o name 2>/dev/null | awk 'NR == 1')
 		[ -z "$foreign" ] || die "$LH_NS already has Longhorn volumes ($foreign): refusing to run against a real Longhorn"
 	fi
 	for n in "$@"; do

@@ -98,6 +98,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+say_where_stopped
 
 stop_webhook() {
 	if [ "$MODE" = in-cluster ]; then

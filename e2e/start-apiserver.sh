@@ -36,39 +36,22 @@ if [ "$CMD" != start ] && [ -f "$DIR/ports.env" ]; then
 	. "$DIR/ports.env"
 fi
 
-die() {
-	printf 'start-apiserver: %s\n' "$*" >&2
-	exit 2
-}
+SCRIPT_NAME=start-apiserver
+# shellcheck source=e2e/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # die, wait_for, stop_pid
 
 # stop_one NAME [SIGNAL]: stops the process DIR/NAME.pid names (SIGTERM by default), with
 # SIGKILL if it is still there after 10s: a kube-apiserver in graceful shutdown keeps its open
 # watches for a minute or more.
 stop_one() {
-	local pid
 	[ -f "$DIR/$1.pid" ] || return 0
-	pid=$(cat "$DIR/$1.pid")
-	kill "-${2:-TERM}" "$pid" 2>/dev/null || true
-	for _ in $(seq 1 20); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.5
-	done
-	kill -9 "$pid" 2>/dev/null || true
+	stop_pid "$(cat "$DIR/$1.pid")" "${2:-TERM}" 10
 	rm -f "$DIR/$1.pid"
 }
 
 stop() {
 	stop_one kube-apiserver
 	stop_one etcd
-}
-
-wait_for() { # SECONDS CMD...
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		[ "$SECONDS" -lt "$deadline" ] || return 1
-		sleep 1
-	done
 }
 
 in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -11,8 +11,7 @@ use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::SharedView;
 use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::Policy;
-use longhorn_guard::server::{Limits, Server, ServerConfig};
-use longhorn_guard::tls::TlsFiles;
+use longhorn_guard::server::Limits;
 use serde_json::Value;
 use support::generated::{fixture_items, watch_view_aged};
 use support::*;
@@ -35,23 +34,15 @@ async fn hanging_api_server_gets_the_unconfirmed_429_within_the_deadline() {
     let view = SharedView::new(watch_view_aged(&fixture_items(), Duration::from_secs(120)));
     let admitter =
         Admitter::new(view.clone(), Arc::new(Policy::default()), Some(confirm::confirmer(client, view)));
-    let certs = tempfile::tempdir().unwrap();
-    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
     let limits = Limits { request_timeout: Duration::from_secs(2), ..test_limits() };
-    let server_config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsFiles::in_dir(certs.path()),
-        admitter,
-        limits,
-        checks: None,
-    };
-    let (addr, handle) = Server::bind(server_config).await.unwrap();
-    let client_cfg = client_config(&certs.path().join("ca.crt"));
+    let server = TestServer::serve_admitter(admitter, limits).await;
 
     let mut body: Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
     body["request"]["name"] = "instance-manager-e3a5c7b9d1f2406a8c0e2b4d6f8a1c3e".into(); // node-3
     let started = Instant::now();
-    let reply = request(addr, &client_cfg, "POST", "/validate", body.to_string().into_bytes()).await.unwrap();
+    let reply = request(server.addr, &server.client, "POST", "/validate", body.to_string().into_bytes())
+        .await
+        .unwrap();
     let took = started.elapsed();
     assert_eq!(reply.status, 200, "{}", reply.text());
     let review: Value = serde_json::from_slice(&reply.body).unwrap();
@@ -64,7 +55,7 @@ async fn hanging_api_server_gets_the_unconfirmed_429_within_the_deadline() {
     assert!(msg.contains("did not answer within"), "{msg}");
     assert!(took < Duration::from_secs(2), "answered after the deadline: {took:?}");
 
-    handle.shutdown();
-    assert!(handle.stopped().await);
+    server.handle.shutdown();
+    assert!(server.handle.stopped().await);
     held.abort();
 }

@@ -1,22 +1,23 @@
 //! The README's demo requests decide as the README says, against the shipped demo snapshot.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+#[path = "support/run.rs"]
+mod run;
+
+use std::process::Command;
 
 use serde_json::Value;
 
 fn review(request: &str) -> (i32, Value) {
     let root = env!("CARGO_MANIFEST_DIR");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
-        .args(["review", "--state", &format!("{root}/demo/cluster-snapshot.yaml")])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     let body = std::fs::read(format!("{root}/demo/{request}")).unwrap();
-    child.stdin.take().unwrap().write_all(&body).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_longhorn-guard")).args([
+            "review",
+            "--state",
+            &format!("{root}/demo/cluster-snapshot.yaml"),
+        ]),
+        &body,
+    );
     (out.status.code().unwrap(), serde_json::from_slice(&out.stdout).unwrap())
 }
 

@@ -5,13 +5,16 @@
 //! replicas on node-1..3; vol-degraded attached on node-1 with RW on node-1 and a WO
 //! rebuild (progress 0) on node-2; vol-detached with one stopped replica on node-2.
 
+#[path = "support/states.rs"]
+mod states;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use longhorn_guard::admission::{parse_review, AdmissionRequest};
 use longhorn_guard::admit::{Admitter, WebhookKind};
-use longhorn_guard::cluster::{snapshot, ClusterView, Object, ObjectKind, SharedView, Source};
+use longhorn_guard::cluster::{snapshot, ClusterView, Object, SharedView, Source};
 use longhorn_guard::decision::{Decision, MAX_WARNINGS, MAX_WARNING_LEN};
 use longhorn_guard::policy::drain::confirm;
 use longhorn_guard::policy::drain::{
@@ -19,16 +22,10 @@ use longhorn_guard::policy::drain::{
 };
 use longhorn_guard::policy::{self, Policy};
 use serde_json::{json, Value};
+// `now` is 40 minutes after the snapshot's rebuild started (2026-11-30T11:19:51Z).
+use states::now;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
-
-/// 40 minutes after the snapshot's rebuild started (2026-11-30T11:19:51Z).
-fn now() -> SystemTime {
-    SystemTime::from(
-        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
-            .unwrap(),
-    )
-}
 
 fn read_json(rel: &str) -> Value {
     let text = std::fs::read_to_string(format!("{FIXTURES}/{rel}")).unwrap();
@@ -83,15 +80,7 @@ impl State {
 }
 
 fn objects(list: &Value) -> Vec<Object> {
-    list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|o| {
-            let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
-            Some(Object::from_value(kind, o.clone()).unwrap())
-        })
-        .collect()
+    states::objects(list["items"].as_array().unwrap())
 }
 
 const IM_POD: [(&str, &str); 3] = [

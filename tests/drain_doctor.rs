@@ -121,12 +121,14 @@ fn a_stale_longhorn_budget_beside_a_needed_one() {
     );
     let (line, remedy) =
         finding(&lines, &format!("poddisruptionbudget longhorn-system/{IM_NODE_2}")).unwrap();
+    // vol-detached's only replica is stopped on node-2 (no instance manager runs it), yet Longhorn
+    // counts every replica on the node (canDeleteInstanceManagerPDB) and keeps the budget for it.
     assert_eq!(
         line,
         format!(
             "BLOCK  longhorn-pdb-needed  poddisruptionbudget longhorn-system/{IM_NODE_2}: Longhorn's budget for \
-             instance manager {IM_NODE_2}, needed: it runs replicas or engines of vol-healthy, which block the drain \
-             (verdicts above)"
+             instance manager {IM_NODE_2}, needed: node-2 holds replicas or engines of vol-detached, vol-healthy, \
+             which block the drain (verdicts above)"
         )
     );
     assert_eq!(

@@ -4,8 +4,10 @@
 //! sequences of upserts and deletes of every kind the drain rule reads. And every snapshot
 //! shipped in the repository and the fixtures gives the same answers both ways.
 
+#[path = "support/states.rs"]
+mod states;
+
 use std::path::Path;
-use std::time::SystemTime;
 
 use longhorn_guard::cluster::{snapshot, ClusterView, Object, ObjectKind, Source};
 use longhorn_guard::policy::drain::{
@@ -14,6 +16,7 @@ use longhorn_guard::policy::drain::{
 use longhorn_guard::policy::Policy;
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use states::now;
 
 const NODES: usize = 4;
 const VOLUMES: usize = 4;
@@ -225,15 +228,7 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 fn parse(o: &Value) -> Object {
-    let kind = ObjectKind::from_type(o["apiVersion"].as_str().unwrap(), o["kind"].as_str().unwrap()).unwrap();
-    Object::from_value(kind, o.clone()).unwrap()
-}
-
-fn now() -> SystemTime {
-    SystemTime::from(
-        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
-            .unwrap(),
-    )
+    states::object(o).expect("a kind the view holds")
 }
 
 fn policies() -> [Policy; 2] {

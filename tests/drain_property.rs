@@ -2,14 +2,16 @@
 //! never turns an allowed drain into a denied one, and removing a protecting replica never
 //! turns a denied drain into an allowed one.
 
-use std::time::SystemTime;
+#[path = "support/states.rs"]
+mod states;
 
 use longhorn_guard::admission::parse_review;
-use longhorn_guard::cluster::{ClusterView, Object, ObjectKind, Source};
+use longhorn_guard::cluster::{ClusterView, Source};
 use longhorn_guard::policy::drain::analyze_node;
 use longhorn_guard::policy::{self, Policy};
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use states::now;
 
 const EVICTION: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");
@@ -180,19 +182,8 @@ fn build(c: &Cluster) -> Vec<Value> {
 }
 
 fn view(items: &[Value]) -> ClusterView {
-    let objects = items.iter().map(|o| {
-        let kind =
-            ObjectKind::from_type(o["apiVersion"].as_str().unwrap(), o["kind"].as_str().unwrap()).unwrap();
-        Object::from_value(kind, o.clone()).unwrap()
-    });
+    let objects = items.iter().map(|o| states::object(o).expect("a kind the view holds"));
     ClusterView::from_objects(Source::Snapshot("prop".into()), objects, now())
-}
-
-fn now() -> SystemTime {
-    SystemTime::from(
-        time::OffsetDateTime::parse("2026-11-30T12:00:00Z", &time::format_description::well_known::Rfc3339)
-            .unwrap(),
-    )
 }
 
 /// The eviction decision for node-0's instance-manager pod, and the analysis's view of it.

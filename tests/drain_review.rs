@@ -1,8 +1,10 @@
 //! The captured eviction AdmissionReviews through `longhorn-guard review` (the same
 //! Admitter code the server runs) against the shipped demo snapshot.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+#[path = "support/run.rs"]
+mod run;
+
+use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -15,17 +17,13 @@ fn fixture(name: &str) -> Value {
 
 /// Runs `review --state DEMO [extra]` with `body` on stdin: (exit code, response, stderr).
 fn review(body: &Value, extra: &[&str]) -> (i32, Value, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
-        .args(["review", "--state", DEMO])
-        .args(extra)
-        .env("LONGHORN_GUARD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(body.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+            .args(["review", "--state", DEMO])
+            .args(extra)
+            .env("LONGHORN_GUARD_LOG", "warn"),
+        body.to_string().as_bytes(),
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let response = serde_json::from_str(&stdout).unwrap_or(Value::Null);
     (out.status.code().unwrap(), response, String::from_utf8(out.stderr).unwrap())

@@ -4,7 +4,9 @@
 //! resolved against the file's module) is an arrow from the file's module to the module it
 //! names. The test fails on an arrow from a layer to a layer above it, and on a cycle among the
 //! top-level modules or among the modules of one top-level module: each one names what to move.
-//! Comments are not read (a doc link is no import).
+//! Within `cluster` the same holds between its sub-layers ([`CLUSTER_LAYERS`]), and a file in one
+//! of them names the crate's cluster items through their sub-layer, not through the re-exports
+//! of `cluster` (which would hide the arrow). Comments are not read (a doc link is no import).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -20,6 +22,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("commands", &["admit", "check", "review", "synthetic"]),
     ("entry", &["server", "cli"]),
 ];
+
+/// The sub-layers of `cluster`, bottom first: the object model, the view that holds it, the
+/// ways the view is filled. `cluster` itself only declares them and re-exports their items.
+const CLUSTER_LAYERS: &[&str] = &["model", "store", "sync"];
 
 /// The module path of a source file: `src/a/b.rs` and `src/a/b/mod.rs` are `a::b`.
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
@@ -101,34 +107,62 @@ fn named(line: &str, module: &[String]) -> Vec<Vec<String>> {
     out
 }
 
-/// Arrows between modules, with one file that draws each. At `depth` 1, between top-level
-/// modules; at `depth` 0, between sibling modules at every level (`a::b::c` naming `a::d::e`
-/// is an arrow `a::b -> a::d`; a module naming its parent or its children draws none).
-fn arrows(depth: usize) -> BTreeMap<(String, String), String> {
+/// One path a source file names.
+struct Name {
+    /// The file, under `src/`.
+    file: String,
+    /// The file's module.
+    module: Vec<String>,
+    /// The path as named.
+    path: Vec<String>,
+    /// The longest prefix of `path` that is a module.
+    resolved: Vec<String>,
+}
+
+/// Every path each source file names.
+fn names() -> Vec<Name> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut all = Vec::new();
     files(&src, &mut all);
     let modules: BTreeSet<Vec<String>> = all.iter().map(|f| module_of(&src, f)).collect();
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     for file in &all {
         let module = module_of(&src, file);
         let text = std::fs::read_to_string(file).unwrap();
+        let shown = file.strip_prefix(&src).unwrap().display().to_string();
         for line in text.lines() {
-            for mut path in named(line, &module) {
-                while !path.is_empty() && !modules.contains(&path) {
-                    path.pop();
+            for path in named(line, &module) {
+                let mut resolved = path.clone();
+                while !resolved.is_empty() && !modules.contains(&resolved) {
+                    resolved.pop();
                 }
-                let shared = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
-                if shared >= module.len() || shared >= path.len() || (depth == 1 && shared > 0) {
-                    continue;
-                }
-                let (from, to) = (module[..=shared].join("::"), path[..=shared].join("::"));
-                out.entry((from, to))
-                    .or_insert_with(|| file.strip_prefix(&src).unwrap().display().to_string());
+                out.push(Name { file: shown.clone(), module: module.clone(), path, resolved });
             }
         }
     }
     out
+}
+
+/// Arrows between modules, with one file that draws each. At `depth` 1, between top-level
+/// modules; at `depth` 0, between sibling modules at every level (`a::b::c` naming `a::d::e`
+/// is an arrow `a::b -> a::d`; a module naming its parent or its children draws none).
+fn arrows(depth: usize) -> BTreeMap<(String, String), String> {
+    let mut out = BTreeMap::new();
+    for Name { file, module, resolved: path, .. } in names() {
+        let shared = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
+        if shared >= module.len() || shared >= path.len() || (depth == 1 && shared > 0) {
+            continue;
+        }
+        let (from, to) = (module[..=shared].join("::"), path[..=shared].join("::"));
+        out.entry((from, to)).or_insert(file);
+    }
+    out
+}
+
+/// The sub-layer of `cluster` a module path lies in (`cluster::store::queries`: 1), if any.
+fn cluster_layer_of(module: &str) -> Option<usize> {
+    let sub = module.strip_prefix("cluster::")?.split("::").next()?;
+    CLUSTER_LAYERS.iter().position(|l| *l == sub)
 }
 
 fn layer_of(module: &str) -> Option<usize> {
@@ -219,6 +253,56 @@ fn no_cycle_among_the_modules_of_any_module() {
 }
 
 #[test]
+fn every_module_of_cluster_has_a_sub_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src.join("cluster"), &mut all);
+    for file in all {
+        let module = module_of(&src, &file).join("::");
+        assert!(
+            cluster_layer_of(&module).is_some(),
+            "src/{}: put it under one of {CLUSTER_LAYERS:?} (tests/layers.rs, docs/layers.md)",
+            file.strip_prefix(&src).unwrap().display()
+        );
+    }
+}
+
+#[test]
+fn no_sub_layer_of_cluster_imports_from_one_above_it() {
+    let upward: Vec<String> = arrows(0)
+        .iter()
+        .filter_map(|((from, to), file)| {
+            let (f, t) = (cluster_layer_of(from)?, cluster_layer_of(to)?);
+            (f < t).then(|| format!("{from} imports {to} in src/{file}"))
+        })
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "upward imports within cluster (model <- store <- sync):\n{}",
+        upward.join("\n")
+    );
+}
+
+#[test]
+fn cluster_files_name_cluster_items_through_their_sub_layer() {
+    let hidden: Vec<String> = names()
+        .into_iter()
+        .filter(|n| {
+            n.module.first().is_some_and(|m| m == "cluster")
+                && n.module.len() > 1
+                && n.resolved == ["cluster"]
+                && n.path.len() > 1
+        })
+        .map(|n| format!("src/{} names {}", n.file, n.path.join("::")))
+        .collect();
+    assert!(
+        hidden.is_empty(),
+        "name these through their sub-layer (crate::cluster::model::..., store::..., sync::...):\n{}",
+        hidden.join("\n")
+    );
+}
+
+#[test]
 fn the_reader_finds_the_arrows_a_file_draws() {
     let m = |s: &str| s.split("::").map(String::from).collect::<Vec<_>>();
     assert_eq!(
@@ -241,5 +325,8 @@ fn the_reader_finds_the_arrows_a_file_draws() {
         vec![m("cluster::a"), m("cluster::b"), m("cluster")]
     );
     assert!(arrows(1).contains_key(&("policy".to_string(), "cluster".to_string())));
-    assert!(arrows(0).contains_key(&("cluster::watch".to_string(), "cluster::readset".to_string())));
+    assert!(arrows(0).contains_key(&("cluster::sync".to_string(), "cluster::store".to_string())));
+    assert!(arrows(0).contains_key(&("cluster::store".to_string(), "cluster::model".to_string())));
+    assert_eq!(cluster_layer_of("cluster::store::queries"), Some(1));
+    assert_eq!(cluster_layer_of("cluster"), None);
 }

@@ -1,9 +1,11 @@
 //! `longhorn-guard lint` over the shipped samples (examples/lint) and temporary folders:
 //! output lines and exit status, through the real binary.
 
-use std::io::Write as _;
+#[path = "support/run.rs"]
+mod run;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use longhorn_guard::lint::{lint_inputs, lint_paths, Input, Severity};
 use longhorn_guard::policy::Policy;
@@ -17,17 +19,7 @@ fn lint(args: &[&str]) -> Output {
 }
 
 fn lint_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(BIN)
-        .arg("lint")
-        .args(args)
-        .current_dir(ROOT)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    run::with_stdin(Command::new(BIN).arg("lint").args(args).current_dir(ROOT), stdin.as_bytes())
 }
 
 fn lines(o: &Output) -> Vec<String> {

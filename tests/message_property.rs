@@ -4,11 +4,11 @@
 //! names no empty node, doubles no separator, and states no count that contradicts the
 //! replicas of the volume it speaks of.
 
-mod cluster;
+#[path = "support/states.rs"]
+mod states;
 
 use std::collections::BTreeMap;
 
-use cluster::*;
 use longhorn_guard::admission::parse_review;
 use longhorn_guard::check::{render_json, render_table};
 use longhorn_guard::policy::drain::analyze_node;
@@ -16,6 +16,7 @@ use longhorn_guard::policy::{self, DrainAction, Policy};
 use proptest::prelude::*;
 use regex::Regex;
 use serde_json::{json, Value};
+use states::*;
 
 const EVICTION: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");

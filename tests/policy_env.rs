@@ -1,7 +1,9 @@
 //! Every command that takes `--policy` reads `LONGHORN_GUARD_POLICY` when the flag is absent.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+#[path = "support/run.rs"]
+mod run;
+
+use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_longhorn-guard");
 const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/upstream");
@@ -10,17 +12,10 @@ const EVICTION: &str =
 
 /// Runs the binary with `LONGHORN_GUARD_POLICY=policy` and `stdin`: (exit code, stdout, stderr).
 fn run(args: &[&str], policy: &std::path::Path, stdin: &[u8]) -> (i32, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("LONGHORN_GUARD_POLICY", policy)
-        .env("LONGHORN_GUARD_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run::with_stdin(
+        Command::new(BIN).args(args).env("LONGHORN_GUARD_POLICY", policy).env("LONGHORN_GUARD_LOG", "warn"),
+        stdin,
+    );
     (
         out.status.code().unwrap(),
         String::from_utf8(out.stdout).unwrap(),

@@ -1,8 +1,10 @@
 //! `longhorn-guard review` as a process: exit 0 allowed, 1 denied, 2 bad input with a
 //! one-line reason on stderr; `--webhook mutate` answers with a base64 JSONPatch.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+#[path = "support/run.rs"]
+mod run;
+
+use std::process::{Command, Output};
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -20,21 +22,16 @@ fn fixture(rel: &str) -> Vec<u8> {
 /// Runs `longhorn-guard review ARGS` with `stdin`, no policy/state from the environment and the
 /// default log level, so stderr holds exactly what a user sees.
 fn review(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
-        .arg("review")
-        .args(args)
-        .env_remove("LONGHORN_GUARD_STATE")
-        .env_remove("LONGHORN_GUARD_POLICY")
-        .env_remove("LONGHORN_GUARD_LOG_FORMAT")
-        .env_remove("LONGHORN_GUARD_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A child that exits before reading all of stdin closes the pipe: that is fine.
-    let _ = child.stdin.take().unwrap().write_all(stdin);
-    child.wait_with_output().unwrap()
+    run::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+            .arg("review")
+            .args(args)
+            .env_remove("LONGHORN_GUARD_STATE")
+            .env_remove("LONGHORN_GUARD_POLICY")
+            .env_remove("LONGHORN_GUARD_LOG_FORMAT")
+            .env_remove("LONGHORN_GUARD_LOG"),
+        stdin,
+    )
 }
 
 fn stderr(out: &Output) -> String {

@@ -512,16 +512,10 @@ async fn review_command_gives_the_same_response_as_the_server() {
         let served = request(s.addr, &s.client, "POST", &format!("/{webhook}"), body.clone()).await.unwrap();
         assert_eq!(served.status, 200, "{name}");
         let out = tokio::task::spawn_blocking(move || {
-            let mut child = Command::new(BIN)
-                .args(["review", "--state", SNAPSHOT, "--webhook", webhook])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write as _;
-            child.stdin.take().unwrap().write_all(&body).unwrap();
-            child.wait_with_output().unwrap()
+            run::with_stdin(
+                Command::new(BIN).args(["review", "--state", SNAPSHOT, "--webhook", webhook]),
+                &body,
+            )
         })
         .await
         .unwrap();
@@ -536,9 +530,6 @@ async fn review_command_gives_the_same_response_as_the_server() {
 
 #[tokio::test]
 async fn readyz_is_503_while_the_view_is_not_synced() {
-    install_provider();
-    let certs = tempfile::tempdir().unwrap();
-    generate(&CertsOptions::new(certs.path())).unwrap();
     let view = longhorn_guard::cluster::SharedView::new(longhorn_guard::cluster::ClusterView::new(
         longhorn_guard::cluster::Source::Watch,
     ));
@@ -547,15 +538,8 @@ async fn readyz_is_503_while_the_view_is_not_synced() {
         Arc::new(longhorn_guard::policy::Policy::default()),
         None,
     );
-    let config = longhorn_guard::server::ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsFiles::in_dir(certs.path()),
-        admitter,
-        limits: Limits::default(),
-        checks: None,
-    };
-    let (addr, handle) = longhorn_guard::server::Server::bind(config).await.unwrap();
-    let client = client_config(&certs.path().join("ca.crt"));
+    let TestServer { addr, handle, client, certs: _certs } =
+        TestServer::serve_admitter(admitter, Limits::default()).await;
     let r = request(addr, &client, "GET", "/readyz", vec![]).await.unwrap();
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("not synced"));

@@ -18,7 +18,6 @@ use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::watch::targets;
 use longhorn_guard::cluster::{ClusterView, SharedView, Source};
 use longhorn_guard::policy::Policy;
-use longhorn_guard::server::{Server, ServerConfig};
 use longhorn_guard::tls::{ReloadingCert, TlsFiles};
 use serde_json::{json, Value};
 use support::*;
@@ -132,9 +131,10 @@ async fn start_stand_in(certs: &std::path::Path, state: Arc<StandIn>) -> SocketA
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_turns_200_once_every_watch_has_listed() {
-    install_provider();
-    let certs = tempfile::tempdir().unwrap();
-    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    let view = SharedView::new(ClusterView::new(Source::Watch));
+    let admitter = Admitter::new(view.clone(), Arc::new(Policy::default()), None);
+    // The stand-in API server serves the webhook's certificates too.
+    let TestServer { addr, handle, certs, client: client_tls } = TestServer::with_admitter(admitter).await;
     let snapshot: Value = serde_json::from_slice(&std::fs::read(SNAPSHOT).unwrap()).unwrap();
     let items = snapshot["items"].as_array().unwrap().clone();
     let state = Arc::new(StandIn { items, release: Notify::new(), released: false.into() });
@@ -143,19 +143,7 @@ async fn readyz_turns_200_once_every_watch_has_listed() {
     let mut cfg = kube::Config::new(format!("https://{api}").parse().unwrap());
     cfg.root_cert = Some(vec![pem_cert(&certs.path().join("ca.crt")).to_vec()]);
     let client = kube::Client::try_from(cfg).unwrap();
-
-    let view = SharedView::new(ClusterView::new(Source::Watch));
     let watches = tokio::spawn(longhorn_guard::cluster::watch::run(client, view.clone()));
-    let admitter = Admitter::new(view.clone(), Arc::new(Policy::default()), None);
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsFiles::in_dir(certs.path()),
-        admitter,
-        limits: test_limits(),
-        checks: None,
-    };
-    let (addr, handle) = Server::bind(config).await.unwrap();
-    let client_tls = client_config(&certs.path().join("ca.crt"));
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     let r = request(addr, &client_tls, "GET", "/readyz", vec![]).await.unwrap();

@@ -4,8 +4,10 @@
 //! docs/drain.md ("Checked against Longhorn") tabulates them; each test names its upstream
 //! source. Longhorn revisions read: longhorn-manager 5ddaa369, longhorn-tests 31180dc8.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+#[path = "support/run.rs"]
+mod run;
+
+use std::process::Command;
 
 use serde_json::{json, Value};
 
@@ -24,18 +26,14 @@ struct Outcome {
 fn evict_with(file: &str, pod: &str, extra: &[&str]) -> Outcome {
     let mut body: Value = serde_json::from_str(&std::fs::read_to_string(EVICTION).unwrap()).unwrap();
     body["request"]["name"] = json!(pod);
-    let mut child = Command::new(BIN)
-        .args(["review", "--state", &format!("{DATA}/{file}")])
-        .args(extra)
-        .env("LONGHORN_GUARD_LOG", "warn")
-        .env_remove("LONGHORN_GUARD_POLICY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(body.to_string().as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run::with_stdin(
+        Command::new(BIN)
+            .args(["review", "--state", &format!("{DATA}/{file}")])
+            .args(extra)
+            .env("LONGHORN_GUARD_LOG", "warn")
+            .env_remove("LONGHORN_GUARD_POLICY"),
+        body.to_string().as_bytes(),
+    );
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{file}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
     let r = &v["response"];

@@ -10,8 +10,6 @@ use std::sync::Arc;
 use longhorn_guard::admit::Admitter;
 use longhorn_guard::cluster::{snapshot, SharedView};
 use longhorn_guard::policy::Policy;
-use longhorn_guard::server::{Server, ServerConfig};
-use longhorn_guard::tls::TlsFiles;
 use serde_json::{json, Value};
 use support::*;
 
@@ -19,23 +17,13 @@ const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/upstream");
 
 /// POSTs the captured eviction, renamed to `pod`, to /validate of a server on `file`.
 async fn validate(file: &str, pod: &str) -> Value {
-    install_provider();
-    let certs = tempfile::tempdir().unwrap();
-    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
     let view = SharedView::new(snapshot::load(Path::new(&format!("{DATA}/{file}"))).unwrap());
-    let admitter = Admitter::new(view, Arc::new(Policy::default()), None);
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        tls: TlsFiles::in_dir(certs.path()),
-        admitter,
-        limits: test_limits(),
-        checks: None,
-    };
-    let (addr, _handle) = Server::bind(config).await.unwrap();
-    let client = client_config(&certs.path().join("ca.crt"));
+    let server = TestServer::with_admitter(Admitter::new(view, Arc::new(Policy::default()), None)).await;
     let mut body: Value = serde_json::from_slice(&fixture("eviction-create.json")).unwrap();
     body["request"]["name"] = json!(pod);
-    let r = request(addr, &client, "POST", "/validate", body.to_string().into_bytes()).await.unwrap();
+    let r = request(server.addr, &server.client, "POST", "/validate", body.to_string().into_bytes())
+        .await
+        .unwrap();
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
     assert_review(&v, body["request"]["uid"].as_str().unwrap(), file);

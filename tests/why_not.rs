@@ -3,12 +3,13 @@
 //! node, every replica on the drained node, v1 and v2 volumes side by side, a v2 volume
 //! whose only trace on the node is an engine frontend, and an entry no volume owns.
 
-mod cluster;
+#[path = "support/states.rs"]
+mod states;
 
-use cluster::*;
 use longhorn_guard::policy::drain::{analyze_node, NodeAnalysis};
 use longhorn_guard::policy::Policy;
 use serde_json::{json, Value};
+use states::*;
 
 /// vol-a (v1, 2 replicas): healthy vol-a-r-1 on node-1 (drained), vol-a-r-2 on node-2.
 fn base(attached: bool) -> Vec<Value> {

@@ -3,14 +3,17 @@
 PASSED=0
 FAILED=0
 FAILURES=()
-for f in install drain gate rollout; do
+for f in install drain gate rollout doctor; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
+# shellcheck source=e2e/doctor.sh
+. "$E2E/doctor.sh" # finding
 
 run_checks() {
 	longhorn_standin
 	install_guard
+	check_doctor
 	check_node_delete
 	check_blocked_drain
 	check_attached_drain
@@ -23,8 +26,13 @@ run_checks() {
 		run "$extra" "$KUBECONFIG" "$GUARD_IMAGE"
 		check "$extra passed" rc_is 0
 	done
+	summary
+}
+
+# summary: the figures gathered so far, the failures, "N passed, N failed"; status 1 on a failure.
+summary() {
 	log "summary"
-	printf '    image: %s bytes (%s)\n' "$(stat -c %s "$GUARD_IMAGE_TAR")" "$GUARD_IMAGE"
+	[ -f "$GUARD_IMAGE_TAR" ] && printf '    image: %s bytes (%s)\n' "$(stat -c %s "$GUARD_IMAGE_TAR")" "$GUARD_IMAGE"
 	printf '    container start to /readyz 200: %s s\n' "${READY_SECONDS:-?}"
 	for f in "${GATE_FIGURES[@]}"; do printf '    gate %s\n' "$f"; done
 	printf '    downward-API refresh: %s\n' "${DOWNWARD:-?}"

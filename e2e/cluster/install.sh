@@ -91,7 +91,9 @@ ready_timing() {
 		sleep 0.05
 	done
 	t_ready=$(date +%s.%N)
-	first=$(k -n "$GUARD_NS" logs --timestamps "$new" | head -1 | cut -d' ' -f1)
+	# awk reads the whole log: `head -1` would leave kubectl writing into a closed pipe
+	# (SIGPIPE, exit 141), which pipefail turns into a stop once the log outgrows a pipe buffer.
+	first=$(k -n "$GUARD_NS" logs --timestamps "$new" | awk 'NR == 1 {print $1}')
 	READY_SECONDS=$(secs "$(epoch "$first")" "$t_ready")
 	printf '    %s: first log line %s, /readyz 200 after %s s\n' "$new" "$first" "$READY_SECONDS"
 	k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null

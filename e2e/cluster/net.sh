@@ -38,7 +38,11 @@ net_up() {
 	ip link set "$CTL_BR" up
 	ip route add "$SVC_CIDR" dev "$CTL_BR" src "$CTL_IP"
 	for i in $(seq 1 "$NODES"); do
-		ip link add "$(node_br "$i")" type bridge
+		# A fixed MAC: a bridge without one takes the lowest of its ports' MACs, so it changes
+		# as pods come and go, and pods' ARP entries for their gateway go stale (their packets
+		# reach the bridge addressed to the old MAC and are dropped: connections stall for
+		# many seconds, as webhook calls did during a rollout before this).
+		ip link add "$(node_br "$i")" address "$(printf '02:4c:47:00:%02x:01' "$i")" type bridge
 		ip addr add "$(node_ip "$i")/24" dev "$(node_br "$i")"
 		ip link set "$(node_br "$i")" up
 	done

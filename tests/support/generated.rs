@@ -3,9 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use longhorn_guard::cluster::{ClusterView, Object, ObjectKind, Source};
+use longhorn_guard::cluster::{ClusterView, Source};
 use serde_json::{json, Value};
 
+pub use super::states::objects;
 use super::{fixture, SNAPSHOT};
 
 pub const DRAINED: &str = "node-3";
@@ -150,16 +151,6 @@ pub fn upgrade(mut items: Vec<Value>) -> Vec<Value> {
     setting["value"] = json!("longhornio/longhorn-instance-manager:v1.13.0");
     items.push(setting);
     items
-}
-
-pub fn objects(items: &[Value]) -> Vec<Object> {
-    items
-        .iter()
-        .filter_map(|o| {
-            let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
-            Some(Object::from_value(kind, o.clone()).unwrap())
-        })
-        .collect()
 }
 
 pub fn snapshot_view(items: &[Value]) -> ClusterView {

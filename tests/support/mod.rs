@@ -5,6 +5,8 @@
 pub mod apiserver;
 pub mod generated;
 pub mod proxy;
+pub mod run;
+pub mod states;
 pub mod watchapi;
 
 use std::net::SocketAddr;

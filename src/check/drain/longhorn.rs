@@ -42,7 +42,7 @@ pub fn node_of<'a>(view: &'a ClusterView, b: &'a Budget) -> Option<&'a str> {
 /// What an instance-manager budget is to the drain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// Volumes the guard's analysis blocks on have a replica or engine in its instance manager.
+    /// Volumes the guard's analysis blocks on have a replica on its node or an engine in it.
     Needed(Vec<String>),
     /// Nothing the analysis blocks on needs it; why, and whether Longhorn will remove it.
     Stale(Stale),
@@ -60,11 +60,17 @@ pub enum Stale {
     Kept,
 }
 
-/// The volumes whose replicas or engines the instance manager runs.
+/// The volumes whose replicas are on the instance manager's node, in any state, or whose
+/// replicas or engines it runs. Longhorn's `canDeleteInstanceManagerPDB` counts every Replica
+/// labelled with the node: a stopped replica of a detached volume keeps the budget too.
 fn volumes_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
     let name = im.metadata.name.as_deref().unwrap_or("");
-    let mut out: BTreeSet<String> =
-        view.replicas_using_instance_manager(name).filter_map(|r| r.volume()).map(str::to_string).collect();
+    let mut out: BTreeSet<String> = view
+        .replicas_using_instance_manager(name)
+        .chain(view.replicas_on_node(&im.spec.node_id))
+        .filter_map(|r| r.volume())
+        .map(str::to_string)
+        .collect();
     let engines = im.status.instance_engines.keys().chain(im.status.instance_engine_frontends.keys());
     for e in engines {
         let volume = view.engine(e).and_then(|e| e.volume()).or_else(|| volume_of_engine_name(e));
@@ -113,7 +119,8 @@ pub fn explain(b: &Budget, node: &str, role: &Role) -> (&'static str, bool, Stri
             "longhorn-pdb-needed",
             true,
             format!(
-                "Longhorn's budget for instance manager {}, needed: it runs replicas or engines of {}, which block the drain (verdicts above)",
+                "Longhorn's budget for instance manager {}, needed: {node} holds replicas or engines of {}, which block \
+                 the drain (verdicts above)",
                 b.name,
                 volumes.join(", ")
             ),

@@ -202,7 +202,7 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::ObjectKind;
+    use crate::cluster::model::ObjectKind;
 
     #[test]
     fn an_observer_sees_each_item_once_when_json_is_read_again_as_yaml() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::FutureExt as _;
 
-use crate::cluster::{ObjectKind, SharedView};
+use crate::cluster::{model::ObjectKind, store::SharedView};
 
 /// Runs `start()` again after `pause` each time the future it returns ends or panics, marking
 /// every kind of `view` failing first. Never returns; cancel it by dropping it.
@@ -39,7 +39,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::cluster::{ClusterView, Source};
+    use crate::cluster::store::{ClusterView, Source};
 
     #[tokio::test(start_paused = true)]
     async fn watches_that_panic_leave_the_view_stale_and_start_again() {

@@ -1,10 +1,11 @@
 //! The read-set: the one declaration of what the cluster view holds and what a drain decision
 //! reads (kinds, their API resources, how a confirmation reads each, and Settings by name).
 //!
-//! The watches ([`super::watch::targets`]), the confirmation reads ([`super::confirm`]) and the
-//! snapshot loader ([`super::snapshot`]) all take their kinds from [`RESOURCES`]; the drain
-//! analysis reads only the Settings in [`DRAIN_SETTINGS`], which is exactly what a confirmation
-//! reads, so a confirmed decision and a cached one see the same state.
+//! The watches ([`crate::cluster::watch::targets`]), the confirmation reads
+//! ([`crate::policy::drain::confirm`]) and the snapshot loader ([`crate::cluster::snapshot`])
+//! all take their kinds from [`RESOURCES`]; the drain analysis reads only the Settings in
+//! [`DRAIN_SETTINGS`], which is exactly what a confirmation reads, so a confirmed decision and a
+//! cached one see the same state.
 
 use super::ObjectKind;
 
@@ -58,7 +59,7 @@ pub fn is_drain_setting(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::LONGHORN_API_VERSION;
+    use crate::cluster::model::LONGHORN_API_VERSION;
 
     #[test]
     fn one_entry_per_kind_in_kind_order() {

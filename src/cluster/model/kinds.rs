@@ -6,7 +6,7 @@
 //! A kind is a model type implementing [`Kind`] in a file of its own under `kinds/`: its API
 //! resource, its page size, whether it is keyed by namespace, and the keys it adds to the
 //! view's built-in indexes. Adding one costs that file, one line in the list at the end of
-//! this file, and the arms of the derived states ([`super::Derived`]) that care about it.
+//! this file, and the arms of the derived states ([`crate::cluster::Derived`]) that care about it.
 
 use std::fmt::Debug;
 

@@ -13,9 +13,9 @@ use kube::runtime::WatchStreamExt as _;
 use super::listwatch::{list_then_watch, Params, Step};
 use super::retry::{fault_of, Retry};
 use super::Target;
-use crate::cluster::stats::WatchFault;
-use crate::cluster::watched::{Item, Watched};
-use crate::cluster::{on_kind, Kind, ObjectKind};
+use crate::cluster::model::{on_kind, Kind, ObjectKind};
+use crate::cluster::sync::stats::WatchFault;
+use crate::cluster::sync::watched::{Item, Watched};
 
 pub(super) type KindEvents = BoxStream<'static, (ObjectKind, Result<Step<Item>, watcher::Error>)>;
 

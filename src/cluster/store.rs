@@ -1,44 +1,25 @@
 //! The cluster view: one read-only, indexed picture of the objects policy decisions read.
 //!
-//! A [`ClusterView`] is filled either from a snapshot file ([`snapshot`]) or from watch caches
-//! ([`watch`]); the policy code only asks it questions. Every question is answered from a
-//! map or a secondary index, never by scanning all objects of a kind.
+//! A [`ClusterView`] is filled either from a snapshot file ([`super::snapshot`]) or from watch
+//! caches ([`super::watch`]); the policy code only asks it questions. Every question is answered
+//! from a map or a secondary index, never by scanning all objects of a kind.
 
-mod builtin;
-pub mod client;
 pub mod derived;
-pub mod draining;
 mod freshness;
-pub mod kinds;
-pub mod meta;
-pub mod name;
-pub mod nameset;
-pub mod objects;
-pub mod probe;
 pub mod proof;
 mod proven;
 mod queries;
-pub mod readset;
 pub mod relist;
-mod resource;
-pub mod snapshot;
-mod stamp;
-pub mod stats;
-pub mod watch;
-pub mod watched;
-mod workloads;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::SystemTime;
 
-use builtin::BuiltIn;
+use super::model::builtin::BuiltIn;
+use super::model::*;
 
 pub use derived::{Derivations, Derived};
-pub use draining::Draining;
 pub use freshness::{Freshness, Source};
-pub use kinds::*;
-pub use objects::*;
 pub use proven::Unproven;
 pub use relist::Relist;
 

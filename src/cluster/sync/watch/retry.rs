@@ -6,7 +6,7 @@ use kube::runtime::utils::Backoff;
 use kube::runtime::watcher;
 
 use super::{RETRY_MAX, RETRY_MIN};
-use crate::cluster::stats::WatchFault;
+use crate::cluster::sync::stats::WatchFault;
 
 /// The delay before attempt `failures` + 1 after `failures` consecutive failures (1 or more):
 /// [`RETRY_MIN`] doubled each time, at most [`RETRY_MAX`].

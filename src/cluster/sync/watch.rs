@@ -269,7 +269,8 @@ fn readable(kind: ObjectKind, item: Item) -> Result<Object, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{ClusterView, Name, Source};
+    use crate::cluster::model::Name;
+    use crate::cluster::store::{ClusterView, Source};
     use serde_json::json;
 
     fn replica(name: &str, node: &str) -> Object {

@@ -1,5 +1,7 @@
 //! Small cluster states as JSON objects (the shapes `kubectl get -o json` returns), turned
-//! into a snapshot view. Shared by the message tests.
+//! into a view: the one way the tests build a view from objects by hand. It stands alone, so a
+//! test that needs nothing else of the support tree includes it by path
+//! (`#[path = "support/states.rs"] mod states;`).
 #![allow(dead_code)]
 
 use std::time::SystemTime;
@@ -18,12 +20,20 @@ pub fn now() -> SystemTime {
 /// A time 30 minutes before [`now`].
 pub const T: &str = "2026-11-30T11:30:00Z";
 
+/// The typed object of a JSON object of a kind the view holds (`None` for other kinds).
+pub fn object(o: &Value) -> Option<Object> {
+    let kind = ObjectKind::from_type(o["apiVersion"].as_str()?, o["kind"].as_str()?)?;
+    Some(Object::from_value(kind, o.clone()).unwrap())
+}
+
+/// The typed objects of `items`, skipping kinds the view does not hold.
+pub fn objects(items: &[Value]) -> Vec<Object> {
+    items.iter().filter_map(object).collect()
+}
+
+/// `items` as a snapshot view at [`now`], keeping the drain rule's derived state.
 pub fn view(items: &[Value]) -> ClusterView {
-    let objects = items.iter().map(|o| {
-        let kind =
-            ObjectKind::from_type(o["apiVersion"].as_str().unwrap(), o["kind"].as_str().unwrap()).unwrap();
-        Object::from_value(kind, o.clone()).unwrap()
-    });
+    let objects = items.iter().map(|o| object(o).expect("a kind the view holds"));
     ClusterView::from_objects(Source::Snapshot("test".into()), objects, now())
         .derive(longhorn_guard::policy::drain::derivations(), now())
 }

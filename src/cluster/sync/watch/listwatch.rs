@@ -242,7 +242,7 @@ fn is_gone(e: &kube::Error) -> bool {
 /// a number over anything else (an empty version would resume "from now", losing deletes);
 /// else the later one.
 fn newest(had: String, came: String) -> String {
-    use crate::cluster::proof::parse_version;
+    use crate::cluster::store::proof::parse_version;
     match (parse_version(&had), parse_version(&came)) {
         (Some(a), Some(b)) if a > b => had,
         (Some(_), None) => had,
