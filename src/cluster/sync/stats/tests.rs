@@ -1,0 +1,71 @@
+//! The counters' labels and their exposition.
+
+use super::*;
+
+#[test]
+fn requests_are_classified_by_kind_and_verb() {
+    let lh = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system";
+    let cases = [
+        (
+            "GET",
+            format!("{lh}/replicas"),
+            "labelSelector=longhornnode%3Dn1",
+            Some(ObjectKind::Replica),
+            Verb::List,
+        ),
+        (
+            "GET",
+            format!("{lh}/nodes"),
+            "watch=true&timeoutSeconds=290",
+            Some(ObjectKind::LonghornNode),
+            Verb::Watch,
+        ),
+        ("GET", format!("{lh}/settings/storage-network"), "", Some(ObjectKind::Setting), Verb::Get),
+        ("GET", "/api/v1/nodes".into(), "", Some(ObjectKind::Node), Verb::List),
+        ("GET", "/api/v1/namespaces/longhorn-system/pods/im-1".into(), "", Some(ObjectKind::Pod), Verb::Get),
+        ("PATCH", "/api/v1/namespaces/x/pods/p".into(), "", Some(ObjectKind::Pod), Verb::Patch),
+        ("GET", "/api/v1/namespaces/default".into(), "", None, Verb::Get),
+        ("GET", "/apis/apps/v1/deployments".into(), "", None, Verb::List),
+        ("GET", "/version".into(), "", None, Verb::List),
+        ("OPTIONS", "/api/v1/nodes".into(), "", Some(ObjectKind::Node), Verb::Other),
+    ];
+    for (method, path, query, kind, verb) in cases {
+        assert_eq!(classify(method, &path, query), (kind, verb), "{method} {path}?{query}");
+    }
+}
+
+#[test]
+fn renders_fixed_label_sets() {
+    let s: &'static ApiStats = Box::leak(Box::new(ApiStats::new()));
+    let (one, two) = (s.queued(), s.queued());
+    drop(one);
+    s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
+    s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
+    s.api_request("GET", "/apis/example.com/v1/widgets", "watch=1");
+    s.confirmation(ConfirmResult::Allowed, Duration::from_millis(7));
+    s.confirmation(ConfirmResult::Failed, Duration::from_secs(30));
+    let mut out = String::new();
+    s.render(&mut out);
+    for line in [
+        "longhorn_guard_api_requests_total{kind=\"replicas.longhorn.io\",verb=\"list\"} 2",
+        "longhorn_guard_api_requests_total{kind=\"other\",verb=\"watch\"} 1",
+        "longhorn_guard_confirmations_total{result=\"allowed\"} 1",
+        "longhorn_guard_confirmations_total{result=\"denied\"} 0",
+        "longhorn_guard_confirmations_total{result=\"failed\"} 1",
+        "longhorn_guard_confirmation_duration_seconds_bucket{le=\"0.005\"} 0",
+        "longhorn_guard_confirmation_duration_seconds_bucket{le=\"0.01\"} 1",
+        "longhorn_guard_confirmation_duration_seconds_bucket{le=\"10\"} 1",
+        "longhorn_guard_confirmation_duration_seconds_bucket{le=\"+Inf\"} 2",
+        "longhorn_guard_confirmation_duration_seconds_sum 30.007",
+        "longhorn_guard_confirmation_duration_seconds_count 2",
+        "# TYPE longhorn_guard_confirmations_queued gauge",
+        "longhorn_guard_confirmations_queued 1",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line} in\n{out}");
+    }
+    drop(two);
+    let mut out = String::new();
+    s.render(&mut out);
+    assert!(out.lines().any(|l| l == "longhorn_guard_confirmations_queued 0"), "{out}");
+    assert!(!out.contains("verb=\"get\""), "zero series are not rendered: {out}");
+}
