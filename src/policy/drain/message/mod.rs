@@ -2,6 +2,8 @@
 //! per listed volume, or warnings of at most [`MAX_WARNING_LEN`] characters each. Its
 //! [`reasons`] module is the one place the typed findings become words.
 
+use std::fmt::{self, Write as _};
+
 use crate::decision::{clip, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
@@ -34,27 +36,59 @@ pub fn reason_for(code: u16) -> &'static str {
 
 /// `1 volume` / `2 volumes`.
 pub fn volumes(n: usize) -> String {
-    if n == 1 {
-        "1 volume".to_string()
-    } else {
-        format!("{n} volumes")
-    }
+    Volumes(n).to_string()
 }
 
 /// `1 engine instance` / `2 engine instances` that no known volume owns.
 pub fn unmapped(n: usize) -> String {
-    let s = if n == 1 { "" } else { "s" };
-    format!("{n} engine instance{s} no known volume owns")
+    Unmapped(n).to_string()
+}
+
+/// [`volumes`], written where it is used.
+struct Volumes(usize);
+
+impl fmt::Display for Volumes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 volume"),
+            n => write!(f, "{n} volumes"),
+        }
+    }
+}
+
+/// [`unmapped`], written where it is used.
+struct Unmapped(usize);
+
+impl fmt::Display for Unmapped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 engine instance no known volume owns"),
+            n => write!(f, "{n} engine instances no known volume owns"),
+        }
+    }
+}
+
+/// What a drain would do ([`impact`]), written where it is used.
+#[derive(Clone, Copy, Debug)]
+pub struct Impact {
+    volumes: usize,
+    unmapped: usize,
+}
+
+impl fmt::Display for Impact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.volumes, self.unmapped) {
+            (v, 0) => write!(f, "strand {}", Volumes(v)),
+            (0, u) => write!(f, "stop {}", Unmapped(u)),
+            (v, u) => write!(f, "strand {} and stop {}", Volumes(v), Unmapped(u)),
+        }
+    }
 }
 
 /// What a drain would do: `strand 2 volumes`, `strand 1 volume and stop 1 engine instance no
 /// known volume owns`, or `stop 1 engine instance no known volume owns`.
-pub fn impact(volume_count: usize, unmapped_count: usize) -> String {
-    match (volume_count, unmapped_count) {
-        (v, 0) => format!("strand {}", volumes(v)),
-        (0, u) => format!("stop {}", unmapped(u)),
-        (v, u) => format!("strand {} and stop {}", volumes(v), unmapped(u)),
-    }
+pub fn impact(volume_count: usize, unmapped_count: usize) -> Impact {
+    Impact { volumes: volume_count, unmapped: unmapped_count }
 }
 
 /// What a drain would wait for: `2 volumes`, `1 volume and 1 engine instance no known volume
@@ -136,8 +170,12 @@ pub fn listed_in_warnings(policy: &Policy) -> usize {
 }
 
 /// `and N more (longhorn-guard check drain NODE lists all)`.
-fn more(n: usize, node: &str) -> String {
-    format!("and {n} more (longhorn-guard check drain {node} lists all)")
+struct More<'a>(usize, &'a str);
+
+impl fmt::Display for More<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "and {} more (longhorn-guard check drain {} lists all)", self.0, self.1)
+    }
 }
 
 /// The denial message: a head line, then one line per volume and per unmapped
@@ -146,19 +184,17 @@ fn more(n: usize, node: &str) -> String {
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
 pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy) -> String {
     let max = listed_in_denial(policy);
-    let mut out = String::with_capacity(128 + 256 * max.min(listing.total()));
+    // A listed line is a volume name, a reason and a remedy: 200-400 bytes.
+    let mut out = String::with_capacity(160 + 400 * max.min(listing.total()));
     out.push_str("longhorn-guard: ");
     out.push_str(action);
-    out.push_str(" would ");
-    out.push_str(&impact(listing.volumes, listing.unmapped.len()));
-    out.push(':');
+    let _ = write!(out, " would {}:", impact(listing.volumes, listing.unmapped.len()));
     for item in listing.items(max) {
         out.push_str("\n- ");
         item.write_line(&mut out);
     }
     if listing.total() > max {
-        out.push_str("\n- ");
-        out.push_str(&more(listing.total() - max, node));
+        let _ = write!(out, "\n- {}", More(listing.total() - max, node));
     }
     out
 }
@@ -175,7 +211,7 @@ pub fn warning_lines(head: String, node: &str, listing: Listing, policy: &Policy
         out.push(clip(&pick, MAX_WARNING_LEN));
     }
     if listing.total() > max {
-        out.push(clip(&more(listing.total() - max, node), MAX_WARNING_LEN));
+        out.push(clip(&More(listing.total() - max, node).to_string(), MAX_WARNING_LEN));
     }
     out
 }
@@ -204,9 +240,14 @@ mod tests {
         assert_eq!(volumes(1), "1 volume");
         assert_eq!(volumes(0), "0 volumes");
         assert_eq!(volumes(7), "7 volumes");
-        assert_eq!(impact(2, 0), "strand 2 volumes");
-        assert_eq!(impact(0, 1), "stop 1 engine instance no known volume owns");
-        assert_eq!(impact(1, 2), "strand 1 volume and stop 2 engine instances no known volume owns");
+        assert_eq!(unmapped(1), "1 engine instance no known volume owns");
+        assert_eq!(unmapped(3), "3 engine instances no known volume owns");
+        assert_eq!(impact(2, 0).to_string(), "strand 2 volumes");
+        assert_eq!(impact(0, 1).to_string(), "stop 1 engine instance no known volume owns");
+        assert_eq!(
+            impact(1, 2).to_string(),
+            "strand 1 volume and stop 2 engine instances no known volume owns"
+        );
         assert_eq!(waits_for(1, 1), "1 volume and 1 engine instance no known volume owns");
     }
 }

@@ -1,7 +1,6 @@
 //! The words of the drain analysis's typed findings: the one place a [`Reason`], a
 //! [`Remedy`], an [`Override`], a [`WhyNot`] or an unmapped entry becomes text.
 
-use std::collections::BTreeSet;
 use std::fmt::{self, Display, Formatter};
 
 use crate::duration::coarse;
@@ -198,7 +197,7 @@ impl Display for Reason {
             }
             Self::Protected { nodes } => {
                 let s = if nodes.len() == 1 { "" } else { "s" };
-                write!(f, "protected by healthy replica{s} on {}", nodes.join(", "))
+                write!(f, "protected by healthy replica{s} on {}", Joined(nodes))
             }
             Self::NoReplica { node } => write!(f, "no replica on {node}"),
             Self::NeverUsed { node, count: 1 } => write!(f, "replica on {node} was never used"),
@@ -242,13 +241,31 @@ impl Display for Clause {
                 _ => write!(f, "its {n} replicas with no node each {why}"),
             };
         }
-        let distinct: Vec<&str> =
-            self.nodes.iter().map(String::as_str).collect::<BTreeSet<&str>>().into_iter().collect();
+        // The distinct nodes in name order.
+        let mut distinct: Vec<&str> = self.nodes.iter().map(String::as_str).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let nodes = Joined(&distinct);
         match (n, distinct.len()) {
-            (1, _) => write!(f, "its replica on {} {why}", distinct.join(", ")),
-            (_, d) if d == n => write!(f, "its replicas on {} each {why}", distinct.join(", ")),
-            _ => write!(f, "its {n} replicas on {} each {why}", distinct.join(", ")),
+            (1, _) => write!(f, "its replica on {nodes} {why}"),
+            (_, d) if d == n => write!(f, "its replicas on {nodes} each {why}"),
+            _ => write!(f, "its {n} replicas on {nodes} each {why}"),
         }
+    }
+}
+
+/// Names separated by `, `, written in place.
+struct Joined<'a, T>(&'a [T]);
+
+impl<T: AsRef<str>> Display for Joined<'_, T> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        for (i, name) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(name.as_ref())?;
+        }
+        Ok(())
     }
 }
 
