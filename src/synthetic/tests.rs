@@ -1,6 +1,7 @@
 //! The synthetic cluster holds what it was asked for, laid out as Longhorn would.
 
 use super::*;
+use crate::cluster::LONGHORN_NAMESPACE;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[test]

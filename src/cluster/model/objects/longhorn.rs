@@ -1,0 +1,308 @@
+//! The Longhorn custom resources (`longhorn.io/v1beta2`) the policy reads, as lean and
+//! lenient as the rest of the model: only the fields used, every one with a default.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    label, non_empty, non_empty_name, Meta, Name, PodsGone, Present, SmallMap, Stamp, Workloads,
+    LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL,
+};
+
+/// `longhorn.io/v1beta2` Volume.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Volume {
+    pub metadata: Meta,
+    pub spec: VolumeSpec,
+    pub status: VolumeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeSpec {
+    pub number_of_replicas: i64,
+    pub data_engine: Name,
+    pub data_locality: Name,
+    #[serde(rename = "nodeID")]
+    pub node_id: Name,
+    /// Where a v2 volume's engine (target) runs when not on `nodeID` (Longhorn 1.12+; empty:
+    /// on `nodeID`).
+    #[serde(rename = "engineNodeID")]
+    pub engine_node_id: Name,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VolumeStatus {
+    pub state: Name,
+    pub robustness: Name,
+    #[serde(rename = "currentNodeID")]
+    pub current_node_id: Name,
+    pub kubernetes_status: KubernetesStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct KubernetesStatus {
+    pub namespace: Name,
+    pub pvc_name: Name,
+    pub pv_name: Name,
+    #[serde(rename = "workloadsStatus", skip_serializing)]
+    pub workloads: Workloads,
+    #[serde(rename = "lastPodRefAt", skip_serializing)]
+    pub pods_gone: PodsGone,
+}
+
+/// `longhorn.io/v1beta2` Replica.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Replica {
+    pub metadata: Meta,
+    pub spec: ReplicaSpec,
+    pub status: InstanceStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReplicaSpec {
+    pub volume_name: Name,
+    #[serde(rename = "nodeID")]
+    pub node_id: Name,
+    pub desire_state: Name,
+    pub data_engine: Name,
+    pub engine_name: Name,
+    pub healthy_at: Stamp,
+    pub last_healthy_at: Stamp,
+    /// Text, not a [`Stamp`]: printed as written when it is not a time.
+    pub failed_at: Name,
+    pub last_failed_at: Stamp,
+    pub eviction_requested: bool,
+    pub hard_node_affinity: Name,
+}
+
+/// The `status` shared by Longhorn instances (replicas and engines).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceStatus {
+    pub current_state: Name,
+    pub instance_manager_name: Name,
+    pub ip: Name,
+    #[serde(rename = "storageIP")]
+    pub storage_ip: Name,
+    pub port: i64,
+    pub started: bool,
+}
+
+impl Replica {
+    /// True while the object carries a deletion timestamp.
+    pub fn is_deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+}
+
+/// `longhorn.io/v1beta2` Engine.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Engine {
+    pub metadata: Meta,
+    pub spec: EngineSpec,
+    pub status: EngineStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EngineSpec {
+    pub volume_name: Name,
+    #[serde(rename = "nodeID")]
+    pub node_id: Name,
+    pub active: bool,
+    pub desire_state: Name,
+    pub data_engine: Name,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct EngineStatus {
+    pub current_state: Name,
+    pub instance_manager_name: Name,
+    pub ip: Name,
+    #[serde(rename = "storageIP")]
+    pub storage_ip: Name,
+    pub port: i64,
+    /// Replica name -> `RW` | `WO` | `ERR`.
+    pub replica_mode_map: SmallMap<Name>,
+    /// Replica name -> time of its last mode change.
+    pub replica_transition_time_map: SmallMap<Stamp>,
+    /// Replica name -> `ip:port`.
+    pub current_replica_address_map: SmallMap<Name>,
+    /// `tcp://ip:port` of a rebuilding replica -> its rebuild status.
+    pub rebuild_status: SmallMap<RebuildStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RebuildStatus {
+    pub is_rebuilding: bool,
+    pub progress: i64,
+    pub state: String,
+    pub error: String,
+    pub from_replica_address: String,
+}
+
+/// The node and the volume of a Longhorn instance (a Replica or an Engine): its spec's
+/// `nodeID` and `volumeName`, else the labels Longhorn puts on it. The docs of `node` and
+/// `volume` are the two strings.
+macro_rules! node_and_volume {
+    ($kind:ident, $node:literal, $volume:literal) => {
+        impl $kind {
+            /// [`Self::node`] as the shared name.
+            pub fn node_name(&self) -> Option<&Name> {
+                non_empty_name(&self.spec.node_id).or_else(|| self.metadata.labels.get(LONGHORN_NODE_LABEL))
+            }
+
+            /// [`Self::volume`] as the shared name.
+            pub fn volume_name(&self) -> Option<&Name> {
+                non_empty_name(&self.spec.volume_name)
+                    .or_else(|| self.metadata.labels.get(LONGHORN_VOLUME_LABEL))
+            }
+
+            #[doc = $node]
+            pub fn node(&self) -> Option<&str> {
+                non_empty(Some(&self.spec.node_id)).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
+            }
+
+            #[doc = $volume]
+            pub fn volume(&self) -> Option<&str> {
+                non_empty(Some(&self.spec.volume_name))
+                    .or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
+            }
+        }
+    };
+}
+
+node_and_volume!(
+    Replica,
+    "The node the replica lives on: `spec.nodeID`, else the `longhornnode` label.",
+    "The volume the replica belongs to: `spec.volumeName`, else the `longhornvolume` label."
+);
+node_and_volume!(
+    Engine,
+    "The node the engine runs on: `spec.nodeID`, else the `longhornnode` label.",
+    "The volume the engine serves: `spec.volumeName`, else the `longhornvolume` label."
+);
+
+/// `longhorn.io/v1beta2` Node (a Longhorn node; same name as the Kubernetes node).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LonghornNode {
+    pub metadata: Meta,
+    pub spec: LonghornNodeSpec,
+    pub status: LonghornNodeStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LonghornNodeSpec {
+    pub allow_scheduling: bool,
+    pub eviction_requested: bool,
+    pub disks: BTreeMap<String, DiskSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DiskSpec {
+    pub allow_scheduling: bool,
+    pub eviction_requested: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LonghornNodeStatus {
+    pub conditions: Vec<Condition>,
+    pub auto_evicting: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+impl LonghornNode {
+    /// The status (`"True"`, `"False"`, ...) of the condition of that type, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// True when Longhorn may place a new replica here: scheduling allowed, Ready and
+    /// Schedulable conditions not False, and at least one disk that allows scheduling.
+    pub fn can_take_replica(&self) -> bool {
+        let cond_ok = |t: &str| self.condition(t).is_none_or(|c| c.status != "False");
+        self.spec.allow_scheduling
+            && !self.spec.eviction_requested
+            && cond_ok("Ready")
+            && cond_ok("Schedulable")
+            && self.spec.disks.values().any(|d| d.allow_scheduling && !d.eviction_requested)
+    }
+}
+
+/// `longhorn.io/v1beta2` Setting. `value` is always a string.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Setting {
+    pub metadata: Meta,
+    pub value: String,
+}
+
+/// `longhorn.io/v1beta2` InstanceManager.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceManager {
+    pub metadata: Meta,
+    pub spec: InstanceManagerSpec,
+    pub status: InstanceManagerStatus,
+}
+
+impl InstanceManager {
+    /// The data engine whose replicas it can run (`v1` when unset), or `None` for an
+    /// instance manager of engines only (type `engine`).
+    pub fn replica_engine(&self) -> Option<&str> {
+        matches!(self.spec.type_.as_str(), "aio" | "replica" | "").then(|| {
+            if self.spec.data_engine.is_empty() {
+                "v1"
+            } else {
+                self.spec.data_engine.as_str()
+            }
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceManagerSpec {
+    #[serde(rename = "nodeID")]
+    pub node_id: Name,
+    #[serde(rename = "type")]
+    pub type_: Name,
+    pub data_engine: Name,
+    pub image: Name,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InstanceManagerStatus {
+    pub current_state: Name,
+    pub ip: Name,
+    /// Engine names it runs (their status is not kept).
+    pub instance_engines: BTreeMap<Name, Present>,
+    /// Engine-frontend names it runs (v2 data engine; their status is not kept).
+    pub instance_engine_frontends: BTreeMap<Name, Present>,
+    /// Replica names it runs (their status is not kept).
+    pub instance_replicas: BTreeMap<Name, Present>,
+}

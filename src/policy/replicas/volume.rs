@@ -1,0 +1,169 @@
+//! The Volume rule: `numberOfReplicas` (or the default it stands for) against the minimum
+//! for the Volume's namespace, the nodes that can take its replicas, and strict-local data.
+
+use serde_json::Value;
+
+use super::default_count::LONGHORN_RANGE;
+use super::wording::tolerates;
+use super::{decide, go_bool, object_name, view_default, Finding, DEFAULT_REPLICA_COUNT};
+use crate::admission::{AdmissionRequest, Operation};
+use crate::cluster::{ClusterView, Volume};
+use crate::decision::Decision;
+use crate::policy::{object, typed, Policy, RuleError};
+
+/// The minimum for a Volume: its PVC namespace's override, else `replicas.minimum`.
+struct VolumeMinimum {
+    value: i64,
+    /// Where it comes from, as messages name it: `policy minimum`, `namespace prod minimum`.
+    source: String,
+    /// Why an override this Volume does not show might allow a lower count (then a count
+    /// below the minimum is warned about, not denied); `None` when none can.
+    uncertain: Option<&'static str>,
+}
+
+/// A Volume that Longhorn's CSI driver creates names no namespace until Longhorn fills in its
+/// status, and never names its StorageClass (that is on its PersistentVolume): while an
+/// override it cannot show could allow its count, the minimum is not certain (the
+/// StorageClass was checked against its own minimum when it was created).
+fn volume_minimum(policy: &Policy, volume: &Volume) -> VolumeMinimum {
+    let r = &policy.replicas;
+    let ns = volume.status.kubernetes_status.namespace.as_str();
+    fn below<'a>(min: u32, mut overrides: impl Iterator<Item = &'a u32>) -> bool {
+        overrides.any(|&l| l < min)
+    }
+    let (value, source, uncertain) = match (ns, r.namespace_minimums.get(ns)) {
+        ("", _) => {
+            let all = r.namespace_minimums.values().chain(r.storage_class_minimums.values());
+            (
+                r.minimum,
+                "policy minimum".to_string(),
+                below(r.minimum, all).then_some("namespace not known yet"),
+            )
+        }
+        (ns, Some(&m)) => {
+            let why =
+                below(m, r.storage_class_minimums.values()).then_some("its StorageClass is not known here");
+            (m, format!("namespace {ns} minimum"), why)
+        }
+        (_, None) => {
+            let why = below(r.minimum, r.storage_class_minimums.values())
+                .then_some("its StorageClass is not known here");
+            (r.minimum, "policy minimum".to_string(), why)
+        }
+    };
+    VolumeMinimum { value: i64::from(value), source, uncertain }
+}
+
+/// True when the request lowers a count to `new`: a CREATE, or an UPDATE whose old object's
+/// count (`old_count(old)`, `None` when unreadable) is higher or unknown.
+fn lowers(req: &AdmissionRequest, new: i64, old_count: impl Fn(&Value) -> Option<i64>) -> bool {
+    match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
+        (Operation::Update, Some(old)) => old_count(old).is_none_or(|o| o <= 0 || o > new),
+        _ => true,
+    }
+}
+
+/// `volumes.longhorn.io` CREATE/UPDATE.
+pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
+    let obj = object(req)?;
+    let vol: Volume = typed("object", obj)?;
+    let name = object_name(req, obj).to_string();
+    let minimum = volume_minimum(policy, &vol);
+    let (min, source) = (minimum.value, &minimum.source);
+    let engine = if vol.spec.data_engine.is_empty() { "v1" } else { vol.spec.data_engine.as_str() };
+    let set = vol.spec.number_of_replicas;
+    let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
+    let mut findings = Vec::new();
+    let mut say = |text: String, short: String, deniable: bool, field: &'static str| {
+        findings.push(Finding::about(field, "volume", &name, &text, &short, deniable))
+    };
+    let count = if set == 0 {
+        match view_default(view, engine) {
+            Ok(Some(n)) => {
+                if n < min {
+                    say(
+                        format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT} {engine}={n}; {source} is {min}"),
+                        format!("numberOfReplicas=0 means {engine}={n}; minimum {min}"),
+                        false,
+                        "spec.numberOfReplicas",
+                    );
+                }
+                Some(n)
+            }
+            Ok(None) | Err(_) => {
+                say(
+                    format!("numberOfReplicas=0 means {DEFAULT_REPLICA_COUNT}, not known here; not checked"),
+                    "numberOfReplicas=0: default unknown, not checked".into(),
+                    false,
+                    "spec.numberOfReplicas",
+                );
+                None
+            }
+        }
+    } else if !LONGHORN_RANGE.contains(&set) {
+        say(
+            format!("numberOfReplicas={set} is not a count in 1..20; not checked"),
+            format!("numberOfReplicas={set} not in 1..20"),
+            false,
+            "spec.numberOfReplicas",
+        );
+        None
+    } else {
+        match minimum.uncertain {
+            _ if set >= min => {}
+            None => say(
+                format!("numberOfReplicas={set} {}; {source} is {min}", tolerates(set)),
+                format!("numberOfReplicas={set} {}; minimum {min}", tolerates(set)),
+                lowered,
+                "spec.numberOfReplicas",
+            ),
+            Some(why) => say(
+                format!(
+                    "numberOfReplicas={set} {}; {source} is {min} unless an override applies ({why})",
+                    tolerates(set)
+                ),
+                format!("numberOfReplicas={set}; minimum {min} unless overridden"),
+                false,
+                "spec.numberOfReplicas",
+            ),
+        }
+        Some(set)
+    };
+    if let Some(n) = count {
+        let soft_anti_affinity = view.setting("replica-soft-anti-affinity").and_then(go_bool) == Some(true);
+        if view.longhorn_nodes().next().is_some() && !soft_anti_affinity {
+            let usable = view.longhorn_nodes().filter(|n| n.can_take_replica()).count() as i64;
+            // A healthy volume has every replica placed already (on nodes that stopped taking
+            // replicas since): the risk is the replacement of one it loses.
+            if n > usable && vol.status.robustness == "healthy" {
+                say(
+                    format!(
+                        "numberOfReplicas={n} > {usable} schedulable nodes; a lost replica has no node to rebuild on"
+                    ),
+                    format!("numberOfReplicas={n} > {usable} schedulable nodes: no spare node"),
+                    false,
+                    "spec.numberOfReplicas",
+                );
+            } else if n > usable {
+                say(
+                    format!(
+                        "numberOfReplicas={n} > {usable} schedulable nodes; {} cannot be placed: degraded",
+                        crate::decision::count(usize::try_from(n - usable).unwrap_or(0), "replica")
+                    ),
+                    format!("numberOfReplicas={n} > {usable} schedulable nodes: {} unplaceable", n - usable),
+                    false,
+                    "spec.numberOfReplicas",
+                );
+            }
+        }
+    }
+    if vol.spec.data_locality == "strict-local" {
+        say(
+            "strict-local keeps 1 replica; every drain of its node will block".into(),
+            "strict-local: every drain of its node will block".into(),
+            false,
+            "spec.dataLocality",
+        );
+    }
+    Ok(decide(findings, policy, req, &name))
+}
