@@ -21,10 +21,12 @@ die() {
 
 # say_where_stopped: from now on a command that stops the script (set -e) prints what failed
 # and where, instead of ending it without a word; where errexit is off (inside `run`) a failure
-# is expected and says nothing.
+# is expected and says nothing. Only the script's own shell speaks: a failure inside a
+# process or command substitution is the script's business only if the command using it
+# fails too (`read x < <(... | grep y) || true` is no stop), and then that command is named.
 say_where_stopped() {
 	set -E
-	trap 'rc=$?; [[ $- == *e* ]] && printf "%s: stopped: %q failed (exit %s) at %s line %s\n" "$SCRIPT_NAME" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
+	trap 'rc=$?; [[ $- == *e* ]] && ((BASH_SUBSHELL == 0)) && printf "%s: stopped: %q failed (exit %s) at %s line %s\n" "$SCRIPT_NAME" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
 }
 
 # wait_for SECONDS CMD...: retries CMD once a second until it succeeds; bounded.

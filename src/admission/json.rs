@@ -73,6 +73,12 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
+/// `key` as it is (its quotes, colon and any leading comma), then `value` as a string.
+pub fn member(out: &mut Vec<u8>, key: &[u8], value: &str) {
+    out.extend_from_slice(key);
+    string(out, value);
+}
+
 /// `n` in decimal at the end of `out`.
 pub fn unsigned(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];

@@ -61,10 +61,8 @@ impl ResponseReview<'_> {
     /// by [`super::json`] into one buffer sized for them.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.size_hint());
-        out.extend_from_slice(b"{\"apiVersion\":");
-        json::string(&mut out, self.api_version);
-        out.extend_from_slice(b",\"kind\":");
-        json::string(&mut out, self.kind);
+        json::member(&mut out, b"{\"apiVersion\":", self.api_version);
+        json::member(&mut out, b",\"kind\":", self.kind);
         out.extend_from_slice(b",\"response\":");
         self.response.write(&mut out);
         out.push(b'}');
@@ -96,19 +94,16 @@ impl Response<'_> {
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(if self.allowed { b"{\"allowed\":true" } else { b"{\"allowed\":false" });
         if let Some(patch) = &self.patch {
-            out.extend_from_slice(b",\"patch\":");
-            json::string(out, patch);
+            json::member(out, b",\"patch\":", patch);
         }
         if let Some(patch_type) = self.patch_type {
-            out.extend_from_slice(b",\"patchType\":");
-            json::string(out, patch_type);
+            json::member(out, b",\"patchType\":", patch_type);
         }
         if let Some(status) = &self.status {
             out.extend_from_slice(b",\"status\":");
             status.write(out);
         }
-        out.extend_from_slice(b",\"uid\":");
-        json::string(out, self.uid);
+        json::member(out, b",\"uid\":", self.uid);
         if !self.warnings.is_empty() {
             out.extend_from_slice(b",\"warnings\":[");
             for (i, w) in self.warnings.iter().enumerate() {
@@ -131,12 +126,9 @@ impl Status<'_> {
             out.extend_from_slice(b",\"details\":");
             details.write(out);
         }
-        out.extend_from_slice(b",\"message\":");
-        json::string(out, self.message);
-        out.extend_from_slice(b",\"reason\":");
-        json::string(out, self.reason);
-        out.extend_from_slice(b",\"status\":");
-        json::string(out, self.status);
+        json::member(out, b",\"message\":", self.message);
+        json::member(out, b",\"reason\":", self.reason);
+        json::member(out, b",\"status\":", self.status);
         out.push(b'}');
     }
 }
@@ -154,12 +146,9 @@ impl StatusDetails<'_> {
         if !self.causes.is_empty() {
             key(out, b"\"causes\":[");
             for (i, c) in self.causes.iter().enumerate() {
-                out.extend_from_slice(if i > 0 { b",{\"field\":" } else { b"{\"field\":" });
-                json::string(out, c.field);
-                out.extend_from_slice(b",\"message\":");
-                json::string(out, c.message);
-                out.extend_from_slice(b",\"type\":");
-                json::string(out, c.type_);
+                json::member(out, if i > 0 { b",{\"field\":" } else { b"{\"field\":" }, c.field);
+                json::member(out, b",\"message\":", c.message);
+                json::member(out, b",\"type\":", c.type_);
                 out.push(b'}');
             }
             out.push(b']');

@@ -36,36 +36,35 @@ pub fn reason_for(code: u16) -> &'static str {
 
 /// `1 volume` / `2 volumes`.
 pub fn volumes(n: usize) -> String {
-    Volumes(n).to_string()
+    counted_volumes(n).to_string()
 }
 
 /// `1 engine instance` / `2 engine instances` that no known volume owns.
 pub fn unmapped(n: usize) -> String {
-    Unmapped(n).to_string()
+    counted_unmapped(n).to_string()
 }
 
-/// [`volumes`], written where it is used.
-struct Volumes(usize);
+/// `1 volume` / `2 volumes` (and the other counted nouns), written where it is used.
+#[derive(Clone, Copy)]
+struct Counted {
+    n: usize,
+    one: &'static str,
+    many: &'static str,
+}
 
-impl fmt::Display for Volumes {
+impl fmt::Display for Counted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            1 => f.write_str("1 volume"),
-            n => write!(f, "{n} volumes"),
-        }
+        let noun = if self.n == 1 { self.one } else { self.many };
+        write!(f, "{} {noun}", self.n)
     }
 }
 
-/// [`unmapped`], written where it is used.
-struct Unmapped(usize);
+fn counted_volumes(n: usize) -> Counted {
+    Counted { n, one: "volume", many: "volumes" }
+}
 
-impl fmt::Display for Unmapped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            1 => f.write_str("1 engine instance no known volume owns"),
-            n => write!(f, "{n} engine instances no known volume owns"),
-        }
-    }
+fn counted_unmapped(n: usize) -> Counted {
+    Counted { n, one: "engine instance no known volume owns", many: "engine instances no known volume owns" }
 }
 
 /// What a drain would do ([`impact`]), written where it is used.
@@ -78,9 +77,9 @@ pub struct Impact {
 impl fmt::Display for Impact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.volumes, self.unmapped) {
-            (v, 0) => write!(f, "strand {}", Volumes(v)),
-            (0, u) => write!(f, "stop {}", Unmapped(u)),
-            (v, u) => write!(f, "strand {} and stop {}", Volumes(v), Unmapped(u)),
+            (v, 0) => write!(f, "strand {}", counted_volumes(v)),
+            (0, u) => write!(f, "stop {}", counted_unmapped(u)),
+            (v, u) => write!(f, "strand {} and stop {}", counted_volumes(v), counted_unmapped(u)),
         }
     }
 }
