@@ -228,8 +228,10 @@ sample() {
 		print("\t".join([t0, guard, ready, allowed, code, took, msg.replace("\t", " ").replace("\n", " ")[:300], t1]))
 	EOF
 }
-# sampler FILE: samples both guards every 0.5 s into FILE until killed.
+# sampler FILE: samples both guards every 0.5 s into FILE until killed (TERM); then waits for
+# the samples under way, so that the report never reads a line still being written.
 sampler() {
+	trap 'wait; exit 0' TERM
 	while :; do
 		for g in $GUARDS; do sample "$g" >>"$1" & done
 		sleep 0.5

@@ -37,14 +37,22 @@ t_whole = events.get("whole", t_heal)
 # Samples sent while the change was being written may see it or not: left out.
 t_sent = events.get("fail-sent", t_fail)
 rows = collections.defaultdict(list)
+malformed = 0
 for line in open(samples_path):
     f = line.rstrip("\n").split("\t")
     if len(f) < 8:
         continue
-    t = int(f[0]) / 1000
+    try:
+        t, took, t_ready = int(f[0]) / 1000, float(f[5] or 0), int(f[7]) / 1000
+    except ValueError:
+        t = None
+    # A sample answers within curl's bounds (12 s + 3 s): anything else is a torn line.
+    if t is None or not (t <= t_ready <= t + 30 and 0 <= took <= 30):
+        malformed += 1
+        continue
     if t_fail is not None and t_sent <= t < t_fail:
         continue
-    rows[f[1]].append((t, f[2], f[3], f[4], float(f[5] or 0), f[6], int(f[7]) / 1000))
+    rows[f[1]].append((t, f[2], f[3], f[4], took, f[6], t_ready))
 failures = []
 
 
@@ -75,6 +83,8 @@ def kind(reason):
     return reason[:60] or "(none)"
 
 
+if malformed:
+    print(f"   ({malformed} sample line(s) that do not parse as one sample left out)")
 print(f"== {scenario}: fault at 0s, change acknowledged at "
       f"{rel(t_fail) if t_fail else '(none)'}, fault undone at {rel(t_heal)}, etcd and API servers "
       f"whole again at {rel(t_whole)}; maxViewAge {max_age:.0f}s")
