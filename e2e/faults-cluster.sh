@@ -216,7 +216,7 @@ sample() {
 	t1=$(now_ms)
 	ready=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 --cacert "$WORK/guard-certs/ca.crt" "https://127.0.0.1:$port/readyz")
 	python3 - "$t0" "$1" "$ready" "$out" "$t1" <<-'EOF'
-		import json, sys
+		import json, os, sys
 		t0, guard, ready, out, t1 = sys.argv[1:6]
 		body, _, took = out.rpartition("\n")
 		try:
@@ -225,7 +225,10 @@ sample() {
 		    msg = r.get("status", {}).get("message", "")
 		except Exception:
 		    allowed, code, msg = "error", "0", "no answer: " + body[:80]
-		print("\t".join([t0, guard, ready, allowed, code, took, msg.replace("\t", " ").replace("\n", " ")[:300], t1]))
+		line = "\t".join([t0, guard, ready, allowed, code, took, msg.replace("\t", " ").replace("\n", " ")[:300], t1])
+		# One write of the whole line: the guards' samples append to one file at once, and
+		# print() writes the text and its newline apart when PYTHONUNBUFFERED is set.
+		os.write(1, (line + "\n").encode())
 	EOF
 }
 # sampler FILE: samples both guards every 0.5 s into FILE until killed (TERM); then waits for
