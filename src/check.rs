@@ -37,15 +37,8 @@ pub struct DrainArgs {
     /// With --wait: give up after this long (exit 1).
     #[arg(long, value_name = "DURATION", requires = "wait", value_parser = drain_duration)]
     pub timeout: Option<std::time::Duration>,
-    /// Cluster snapshot; without it the live cluster is read (KUBECONFIG or in-cluster).
-    #[arg(long, value_name = "FILE")]
-    pub state: Option<PathBuf>,
-    /// Policy file (YAML); defaults apply when absent.
-    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
-    pub policy: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub output: CheckOutput,
+    #[command(flatten)]
+    pub input: CheckInput,
     /// The `kubectl drain --timeout` the drain will run with: pods whose
     /// terminationGracePeriodSeconds is longer are reported as never going.
     #[arg(long, value_name = "DURATION", value_parser = drain_duration)]
@@ -61,6 +54,20 @@ fn drain_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// What every `check` reads and how it prints: `--state`, `--policy`, `--output`.
+#[derive(Debug, clap::Args)]
+pub struct CheckInput {
+    /// Cluster snapshot; without it the live cluster is read (KUBECONFIG or in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Policy file (YAML); defaults apply when absent.
+    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: CheckOutput,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum CheckOutput {
     Table,
@@ -69,7 +76,7 @@ pub enum CheckOutput {
 
 /// Runs the check; see the module doc for the exit codes.
 pub async fn run_drain(args: DrainArgs) -> ExitCode {
-    let policy = match Policy::load(args.policy.as_deref()) {
+    let policy = match Policy::load(args.input.policy.as_deref()) {
         Ok(p) => p,
         Err(e) => return bad_input(&format!("policy: {e}")),
     };
@@ -80,7 +87,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     if args.wait {
         return drain::wait::run(node, &policy, args.timeout).await;
     }
-    let (view, scene) = match &args.state {
+    let (view, scene) = match &args.input.state {
         Some(path) => match snapshot::load_observing(path, drain::Scene::default, |s, v| s.take(node, v)) {
             Ok((v, scene)) => {
                 (v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()), scene)
@@ -98,7 +105,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     if view.node(node).is_none() && view.longhorn_node(node).is_none() {
         let mut known: Vec<&str> = view.longhorn_nodes().filter_map(|n| n.metadata.name.as_deref()).collect();
         known.sort_unstable();
-        let source = match &args.state {
+        let source = match &args.input.state {
             Some(p) => format!("the snapshot {}", p.display()),
             None => "the cluster".to_string(),
         };
@@ -110,7 +117,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     let analysis = analyze_node(&view, node, &policy, now);
     let opts = drain::Options { drain_timeout: args.drain_timeout };
     let diagnosis = drain::diagnose(&view, &analysis, &scene, opts, now);
-    let text = match args.output {
+    let text = match args.input.output {
         CheckOutput::Table => render_table(&analysis) + &drain::render::table(node, &diagnosis),
         CheckOutput::Json => {
             let json = render_json_with(&analysis, &diagnosis);
@@ -130,7 +137,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
 /// `check drain --all`: exit 0 when every node can be drained now (one at a time), 1 when some
 /// node waits, 2 on bad input.
 async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
-    let view = match &args.state {
+    let view = match &args.input.state {
         Some(path) => match snapshot::load(path) {
             Ok(v) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
             Err(e) => return bad_input(&format!("state: {e}")),
@@ -141,7 +148,7 @@ async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
         },
     };
     let plan = drain::plan::plan(&view, policy, SystemTime::now());
-    let text = match args.output {
+    let text = match args.input.output {
         CheckOutput::Table => drain::plan::table(&plan),
         CheckOutput::Json => format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()),
     };

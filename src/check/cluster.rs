@@ -14,7 +14,7 @@ pub mod network;
 pub mod unreadable;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -31,15 +31,8 @@ use crate::policy::Policy;
 /// Arguments of `longhorn-guard check cluster`.
 #[derive(Debug, clap::Args)]
 pub struct ClusterArgs {
-    /// Cluster snapshot; without it the live cluster is read (KUBECONFIG or in-cluster).
-    #[arg(long, value_name = "FILE")]
-    pub state: Option<PathBuf>,
-    /// Policy file (YAML); defaults apply when absent.
-    #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
-    pub policy: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "table")]
-    pub output: CheckOutput,
+    #[command(flatten)]
+    pub input: super::CheckInput,
 }
 
 /// What one run found.
@@ -160,11 +153,11 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
 
 /// Runs the command; see the module doc for exit codes.
 pub async fn run(args: ClusterArgs) -> ExitCode {
-    let policy = match Policy::load(args.policy.as_deref()) {
+    let policy = match Policy::load(args.input.policy.as_deref()) {
         Ok(p) => p,
         Err(e) => return bad_input(&format!("policy: {e}")),
     };
-    let loaded = match &args.state {
+    let loaded = match &args.input.state {
         Some(path) => load_snapshot(path),
         None => live::read().await.map_err(LoadError::Live),
     };
@@ -173,7 +166,7 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
         Err(e) => return bad_input(&e.to_string()),
     };
     let report = Report::build(&inv, &view, &policy, SystemTime::now());
-    let text = match args.output {
+    let text = match args.input.output {
         CheckOutput::Table => report.table(),
         CheckOutput::Json => match serde_json::to_string_pretty(&report) {
             Ok(s) => format!("{s}\n"),
