@@ -167,8 +167,9 @@ pub struct AdmissionRequest {
     /// like real requests (and the webhook configurations declare `sideEffects: None`).
     #[serde(default)]
     pub dry_run: Option<bool>,
+    /// The operation's options (`CreateOptions`, ...): no rule reads them, so they stay text.
     #[serde(default)]
-    pub options: Option<Value>,
+    pub options: Option<Embedded>,
 }
 
 impl AdmissionRequest {
@@ -193,14 +194,20 @@ impl AdmissionRequest {
 
     /// `resource[/subresource]` with its group, e.g. `pods/eviction` or `volumes.longhorn.io`.
     pub fn resource_label(&self) -> String {
-        let mut s = self.resource.resource.clone();
-        if !self.resource.group.is_empty() {
-            s = format!("{s}.{}", self.resource.group);
-        }
-        if let Some(sub) = self.sub_resource.as_deref().filter(|s| !s.is_empty()) {
-            s = format!("{s}/{sub}");
-        }
-        s
+        self.resource_parts().concat()
+    }
+
+    /// The pieces of [`Self::resource_label`], to write it without building it.
+    pub fn resource_parts(&self) -> [&str; 5] {
+        let group = self.resource.group.as_str();
+        let sub = self.sub_resource();
+        [
+            self.resource.resource.as_str(),
+            if group.is_empty() { "" } else { "." },
+            group,
+            if sub.is_empty() { "" } else { "/" },
+            sub,
+        ]
     }
 }
 

@@ -122,6 +122,8 @@ fn log_filter(s: &str) -> Result<String, String> {
 /// Installs logging, builds the runtime and runs the subcommand.
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.log_format, &cli.log_level);
+    // Every logged line is written before the process ends, unwinding or not.
+    let _flush = crate::log_writer::FlushOnDrop;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -150,14 +152,17 @@ fn init_logging(format: LogFormat, filter: &str) {
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr()) && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
         .with_ansi(ansi)
         // A log line that cannot be written (standard error closed or full) is dropped;
         // reporting that on standard error again would panic.
         .log_internal_errors(false);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    // Lines leave in batches from a thread of their own (`log_writer`), or directly when that
+    // thread cannot start.
+    let _ = match (format, crate::log_writer::stderr()) {
+        (LogFormat::Text, Some(w)) => builder.with_writer(w).try_init(),
+        (LogFormat::Text, None) => builder.with_writer(std::io::stderr).try_init(),
+        (LogFormat::Json, Some(w)) => builder.json().flatten_event(true).with_writer(w).try_init(),
+        (LogFormat::Json, None) => builder.json().flatten_event(true).with_writer(std::io::stderr).try_init(),
     };
 }
 

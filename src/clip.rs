@@ -36,45 +36,97 @@ pub fn clip_to(s: &str, max: usize) -> Cow<'_, str> {
 }
 
 /// [`clip_to`] of `s` with its line breaks (`\r`, `\n`) written as spaces: one event, one
-/// line. Only what is kept is rewritten.
-pub fn clip_line_to(s: &str, max: usize) -> Cow<'_, str> {
-    let one_line = |t: &str| t.replace(['\r', '\n'], " ");
-    if s.len() <= max {
-        return match s.contains(['\r', '\n']) {
-            true => Cow::Owned(escape_controls(&one_line(s)).into_owned()),
-            false => escape_controls(s),
-        };
+/// line. Written as it is displayed: nothing is copied first.
+pub fn clip_line_to(s: &str, max: usize) -> OneLine<'_> {
+    OneLine { s, max }
+}
+
+/// The [`Display`](std::fmt::Display) of [`clip_line_to`].
+pub struct OneLine<'a> {
+    s: &'a str,
+    max: usize,
+}
+
+impl std::fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let end = floor_char_boundary(self.s, self.max);
+        write_escaped(f, &self.s[..end], true)?;
+        write_cut(f, self.s.len() - end)
+    }
+}
+
+/// [`clip_to`] of `parts` joined with `sep`, written as it is displayed and no further than
+/// is kept: a decision blocked by thousands of volumes logs their first names, not all of
+/// them, and builds no joined string.
+pub fn clip_joined<'a, S: AsRef<str>>(parts: &'a [S], sep: &'a str, max: usize) -> Joined<'a, S> {
+    Joined { parts, sep, max }
+}
+
+/// The [`Display`](std::fmt::Display) of [`clip_joined`].
+pub struct Joined<'a, S> {
+    parts: &'a [S],
+    sep: &'a str,
+    max: usize,
+}
+
+impl<S: AsRef<str>> std::fmt::Display for Joined<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let total = self.parts.iter().map(|p| p.as_ref().len()).sum::<usize>()
+            + self.sep.len() * self.parts.len().saturating_sub(1);
+        let mut room = self.max;
+        let pieces =
+            self.parts.iter().enumerate().flat_map(|(i, p)| [if i > 0 { self.sep } else { "" }, p.as_ref()]);
+        for piece in pieces {
+            let end = floor_char_boundary(piece, room);
+            write_escaped(f, &piece[..end], false)?;
+            room -= end;
+            if end < piece.len() {
+                break;
+            }
+        }
+        write_cut(f, total - (self.max - room))
+    }
+}
+
+/// The largest character boundary of `s` at or before `max`.
+fn floor_char_boundary(s: &str, max: usize) -> usize {
+    if max >= s.len() {
+        return s.len();
     }
     let mut end = max;
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    Cow::Owned(format!("{}…[+{} bytes]", escape_controls(&one_line(&s[..end])), s.len() - end))
+    end
 }
 
-/// [`clip_to`] of `parts` joined with `sep`, writing no more of the join than is kept: a
-/// decision blocked by thousands of volumes logs their first names, not all of them.
-pub fn clip_joined<S: AsRef<str>>(parts: &[S], sep: &str, max: usize) -> String {
-    let total =
-        parts.iter().map(|p| p.as_ref().len()).sum::<usize>() + sep.len() * parts.len().saturating_sub(1);
-    let mut prefix = String::with_capacity(total.min(max + 64));
-    for (i, p) in parts.iter().enumerate() {
-        if prefix.len() > max {
-            break;
+/// The marker of `cut` bytes left out (nothing when none was).
+fn write_cut(f: &mut std::fmt::Formatter<'_>, cut: usize) -> std::fmt::Result {
+    match cut {
+        0 => Ok(()),
+        n => write!(f, "…[+{n} bytes]"),
+    }
+}
+
+/// Writes `s` as [`escape_controls`] returns it; with `one_line`, `\r` and `\n` as spaces.
+fn write_escaped(f: &mut std::fmt::Formatter<'_>, s: &str, one_line: bool) -> std::fmt::Result {
+    let mut from = 0;
+    for (i, c) in s.char_indices() {
+        if !(breaks_lines(c) || c == '\\') {
+            continue;
         }
-        if i > 0 {
-            prefix.push_str(sep);
+        f.write_str(&s[from..i])?;
+        match c {
+            '\r' | '\n' if one_line => f.write_str(" ")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            '\\' => f.write_str("\\\\")?,
+            c => write!(f, "\\u{{{:x}}}", c as u32)?,
         }
-        prefix.push_str(p.as_ref());
+        from = i + c.len_utf8();
     }
-    if total <= max {
-        return escape_controls(&prefix).into_owned();
-    }
-    let mut end = max;
-    while !prefix.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…[+{} bytes]", escape_controls(&prefix[..end]), total - end)
+    f.write_str(&s[from..])
 }
 
 /// True for a character that could break a log line or a terminal: C0/C1 controls (newline,
@@ -157,7 +209,7 @@ mod tests {
         for n in [0, 1, 2, 5, 40] {
             for max in [0, 1, 3, 7, 8, 9, 30, 100, 384, 10_000] {
                 let want = clip_to(&parts[..n].join(","), max).into_owned();
-                assert_eq!(clip_joined(&parts[..n], ",", max), want, "{n} parts, max {max}");
+                assert_eq!(clip_joined(&parts[..n], ",", max).to_string(), want, "{n} parts, max {max}");
             }
         }
     }
@@ -168,7 +220,7 @@ mod tests {
         for s in ["", "one line", "two\nlines\r\n", "tab\there\\", long.as_str()] {
             for max in [0, 1, 4, 6, 7, 100, 384, 10_000] {
                 let want = clip_to(&s.replace(['\r', '\n'], " "), max).into_owned();
-                assert_eq!(clip_line_to(s, max), want, "{s:?} at {max}");
+                assert_eq!(clip_line_to(s, max).to_string(), want, "{s:?} at {max}");
             }
         }
     }
