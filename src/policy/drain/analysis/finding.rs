@@ -103,7 +103,8 @@ pub enum Remedy {
     },
     /// Move the workload (of this PVC, `namespace/name`) off `node`.
     MoveWorkload {
-        pvc: Option<(String, String)>,
+        /// The view's own names: no copy per volume.
+        pvc: Option<(crate::cluster::Name, crate::cluster::Name)>,
         node: String,
     },
     /// Evict the replicas on `node` in Longhorn.

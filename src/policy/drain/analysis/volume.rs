@@ -177,7 +177,7 @@ impl<'a> Assessment<'a> {
             let pvc = vol
                 .map(|v| &v.status.kubernetes_status)
                 .filter(|k| !k.pvc_name.is_empty())
-                .map(|k| (k.namespace.to_string(), k.pvc_name.to_string()));
+                .map(|k| (k.namespace.clone(), k.pvc_name.clone()));
             Remedy::MoveWorkload { pvc, node: node.to_string() }
         };
         (reason, remedy)
