@@ -157,7 +157,12 @@ fn init_logging(format: LogFormat, filter: &str) {
         // reporting that on standard error again would panic.
         .log_internal_errors(false);
     // Lines leave in batches from a thread of their own (`log_writer`), or directly when that
-    // thread cannot start.
+    // thread cannot start. A panic's message follows the lines logged before it.
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        crate::log_writer::flush();
+        previous(info)
+    }));
     let _ = match (format, crate::log_writer::stderr()) {
         (LogFormat::Text, Some(w)) => builder.with_writer(w).try_init(),
         (LogFormat::Text, None) => builder.with_writer(std::io::stderr).try_init(),

@@ -27,10 +27,11 @@ pub const FLUSH_WAIT: Duration = Duration::from_secs(2);
 struct State {
     /// Logged and not yet taken by the writer.
     pending: Vec<u8>,
-    /// The writer holds a batch it has not finished writing.
-    writing: bool,
     /// A flush waits: write without lingering.
     urgent: bool,
+    /// Bytes appended so far, and of those, written (or dropped by a failed write).
+    appended: u64,
+    written: u64,
 }
 
 struct Shared {
@@ -87,12 +88,18 @@ impl Batched {
         let shared = &*self.shared;
         let mut st = shared.lock();
         while !st.pending.is_empty() && st.pending.len() + bytes.len() > shared.max_pending {
+            // Make room as soon as possible rather than after the linger.
+            st.urgent = true;
+            shared.wake.notify_one();
             st = shared.written.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        let was_empty = st.pending.is_empty();
+        let before = st.pending.len();
         st.pending.extend_from_slice(bytes);
+        st.appended += bytes.len() as u64;
+        // The writer waits for the first line of a batch, and lingers until a full one.
+        let wake = before == 0 || (before < EAGER && st.pending.len() >= EAGER);
         drop(st);
-        if was_empty {
+        if wake {
             shared.wake.notify_one();
         }
     }
@@ -102,16 +109,18 @@ impl Batched {
     pub fn flush_within(&self, wait: Duration) -> bool {
         let shared = &*self.shared;
         let mut st = shared.lock();
-        if st.pending.is_empty() && !st.writing {
+        // What was appended before this call; later lines do not hold it up.
+        let target = st.appended;
+        if st.written >= target {
             return true;
         }
         st.urgent = true;
         shared.wake.notify_one();
         let (st, _) = shared
             .written
-            .wait_timeout_while(st, wait, |st| !st.pending.is_empty() || st.writing)
+            .wait_timeout_while(st, wait, |st| st.written < target)
             .unwrap_or_else(|e| e.into_inner());
-        st.pending.is_empty() && !st.writing
+        st.written >= target
     }
 }
 
@@ -128,7 +137,7 @@ fn write_batches<W: Write>(shared: &Shared, mut out: W) {
             .wait_timeout_while(st, shared.linger, |st| !st.urgent && st.pending.len() < EAGER)
             .unwrap_or_else(|e| e.into_inner());
         std::mem::swap(&mut st.pending, &mut batch);
-        st.writing = true;
+        let taken = st.appended;
         st.urgent = false;
         drop(st);
         // A batch that cannot be written (standard error closed or full) is dropped, as a
@@ -137,7 +146,9 @@ fn write_batches<W: Write>(shared: &Shared, mut out: W) {
         batch.clear();
         // A burst's buffer is not kept for good.
         batch.shrink_to(EAGER);
-        shared.lock().writing = false;
+        let mut st = shared.lock();
+        st.written = taken;
+        drop(st);
         shared.written.notify_all();
     }
 }
@@ -207,11 +218,25 @@ mod tests {
         bytes: Arc<Mutex<Vec<u8>>>,
         writes: Arc<Mutex<usize>>,
         stuck: Arc<AtomicBool>,
+        /// Set: writes past this many are held.
+        once: Arc<Mutex<Option<usize>>>,
+    }
+
+    impl Sink {
+        /// Lets the write now waiting finish, and holds every later one.
+        fn allow_one_write(&self) {
+            *self.once.lock().unwrap() = Some(*self.writes.lock().unwrap() + 1);
+            self.stuck.store(false, Ordering::Release);
+        }
     }
 
     impl Write for Sink {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            while self.stuck.load(Ordering::Acquire) {
+            let held = || {
+                self.stuck.load(Ordering::Acquire)
+                    || self.once.lock().unwrap().is_some_and(|n| *self.writes.lock().unwrap() >= n)
+            };
+            while held() {
                 std::thread::sleep(Duration::from_millis(1));
             }
             self.bytes.lock().unwrap().extend_from_slice(buf);
@@ -256,6 +281,33 @@ mod tests {
     }
 
     #[test]
+    fn a_flush_waits_for_the_lines_before_it_not_for_those_logged_after() {
+        let sink = Sink::default();
+        sink.stuck.store(true, Ordering::Release);
+        let b = Batched::with_limits(sink.clone(), 1 << 20, Duration::ZERO).unwrap();
+        b.append(b"before\n");
+        let t0 = std::time::Instant::now();
+        while !b.shared.lock().pending.is_empty() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the writer never took the line");
+            std::thread::yield_now();
+        }
+        // The writer is stuck writing "before"; a flush starts, then another line is logged.
+        let flusher = {
+            let b = b.clone();
+            std::thread::spawn(move || b.flush_within(Duration::from_secs(10)))
+        };
+        while !b.shared.lock().urgent {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the flush never started");
+            std::thread::yield_now();
+        }
+        b.append(b"after\n");
+        // Only the first write may finish: "after" stays unwritten for good.
+        sink.allow_one_write();
+        assert!(flusher.join().unwrap(), "the flush waited for a line logged after it");
+        assert_eq!(&*sink.bytes.lock().unwrap(), b"before\n");
+    }
+
+    #[test]
     fn a_line_leaves_within_the_linger_without_a_flush() {
         let sink = Sink::default();
         let b = Batched::with_limits(sink.clone(), 1 << 20, Duration::from_millis(1)).unwrap();
@@ -276,19 +328,24 @@ mod tests {
         // The first line is taken by the writer, which is stuck; the second fills the buffer.
         b.append(&[b'a'; 40]);
         let t0 = std::time::Instant::now();
-        while !b.shared.lock().writing {
+        while !b.shared.lock().pending.is_empty() {
             assert!(t0.elapsed() < Duration::from_secs(10));
             std::thread::yield_now();
         }
         b.append(&[b'b'; 40]);
         let waiting = Arc::new(AtomicBool::new(true));
+        let started = Arc::new(AtomicBool::new(false));
         let third = {
-            let (b, waiting) = (b.clone(), Arc::clone(&waiting));
+            let (b, waiting, started) = (b.clone(), Arc::clone(&waiting), Arc::clone(&started));
             std::thread::spawn(move || {
+                started.store(true, Ordering::Release);
                 b.append(&[b'c'; 40]);
                 waiting.store(false, Ordering::Release);
             })
         };
+        while !started.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
         std::thread::sleep(Duration::from_millis(50));
         assert!(waiting.load(Ordering::Acquire), "the third line did not wait for room");
         assert!(!b.flush_within(Duration::from_millis(20)), "a flush of a stuck writer claimed success");
