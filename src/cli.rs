@@ -163,11 +163,15 @@ fn init_logging(format: LogFormat, filter: &str) {
         crate::log_writer::flush();
         previous(info)
     }));
-    let _ = match (format, crate::log_writer::stderr()) {
-        (LogFormat::Text, Some(w)) => builder.with_writer(w).try_init(),
-        (LogFormat::Text, None) => builder.with_writer(std::io::stderr).try_init(),
-        (LogFormat::Json, Some(w)) => builder.json().flatten_event(true).with_writer(w).try_init(),
-        (LogFormat::Json, None) => builder.json().flatten_event(true).with_writer(std::io::stderr).try_init(),
+    use tracing_subscriber::fmt::writer::BoxMakeWriter;
+    let writer = match crate::log_writer::stderr() {
+        Some(batched) => BoxMakeWriter::new(batched),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
+    let builder = builder.with_writer(writer);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
 

@@ -19,38 +19,30 @@ pub fn clip(s: &str) -> Cow<'_, str> {
 /// boundary) followed by `…[+N bytes]`, N the number of bytes cut. Either way, control
 /// characters and Unicode line and paragraph separators in what is kept are escaped.
 pub fn clip_to(s: &str, max: usize) -> Cow<'_, str> {
-    let (kept, cut) = if s.len() <= max {
-        (s, 0)
-    } else {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        (&s[..end], s.len() - end)
-    };
-    let kept = escape_controls(kept);
-    if cut == 0 {
-        return kept;
+    if s.len() <= max && !needs_escape(s) {
+        return Cow::Borrowed(s);
     }
-    Cow::Owned(format!("{kept}…[+{cut} bytes]"))
+    Cow::Owned(Clip { s, max, one_line: false }.to_string())
 }
 
 /// [`clip_to`] of `s` with its line breaks (`\r`, `\n`) written as spaces: one event, one
 /// line. Written as it is displayed: nothing is copied first.
-pub fn clip_line_to(s: &str, max: usize) -> OneLine<'_> {
-    OneLine { s, max }
+pub fn clip_line_to(s: &str, max: usize) -> Clip<'_> {
+    Clip { s, max, one_line: true }
 }
 
-/// The [`Display`](std::fmt::Display) of [`clip_line_to`].
-pub struct OneLine<'a> {
+/// The [`Display`](std::fmt::Display) of [`clip_to`] and [`clip_line_to`].
+pub struct Clip<'a> {
     s: &'a str,
     max: usize,
+    /// Line breaks written as spaces.
+    one_line: bool,
 }
 
-impl std::fmt::Display for OneLine<'_> {
+impl std::fmt::Display for Clip<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let end = floor_char_boundary(self.s, self.max);
-        write_escaped(f, &self.s[..end], true)?;
+        write_escaped(f, &self.s[..end], self.one_line)?;
         write_cut(f, self.s.len() - end)
     }
 }
@@ -108,7 +100,9 @@ fn write_cut(f: &mut std::fmt::Formatter<'_>, cut: usize) -> std::fmt::Result {
     }
 }
 
-/// Writes `s` as [`escape_controls`] returns it; with `one_line`, `\r` and `\n` as spaces.
+/// Writes `s` with each character of [`breaks_lines`] as an escape (`\n`, `\r`, `\t`, else
+/// `\u{hex}`) and a backslash as `\\`, so that every backslash written starts an escape; with
+/// `one_line`, `\r` and `\n` as spaces.
 fn write_escaped(f: &mut std::fmt::Formatter<'_>, s: &str, one_line: bool) -> std::fmt::Result {
     let mut from = 0;
     for (i, c) in s.char_indices() {
@@ -135,26 +129,11 @@ fn breaks_lines(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
-/// `s` with each character of [`breaks_lines`] written as an escape: `\n`, `\r`, `\t`, else
-/// `\u{hex}`; and a backslash as `\\`, so that every backslash written starts an escape.
-fn escape_controls(s: &str) -> Cow<'_, str> {
+/// True when [`write_escaped`] would change `s`.
+fn needs_escape(s: &str) -> bool {
     // Printable ASCII without a backslash, byte by byte (the common case), else by character.
     let plain = |b: u8| (0x20..0x7f).contains(&b) && b != b'\\';
-    if s.bytes().all(plain) || !s.chars().any(|c| breaks_lines(c) || c == '\\') {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\\' => out.push_str("\\\\"),
-            c if breaks_lines(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
+    !s.bytes().all(plain) && s.chars().any(|c| breaks_lines(c) || c == '\\')
 }
 
 /// The text of a panic payload (`panic!` with a literal or a formatted message), for a log field.

@@ -176,23 +176,20 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Batched {
     }
 }
 
-/// The process's standard-error writer, once logging is set up.
-static STDERR: OnceLock<Batched> = OnceLock::new();
+/// The process's standard-error writer: started by the first [`stderr`] call (`None`: its
+/// thread could not start).
+static STDERR: OnceLock<Option<Batched>> = OnceLock::new();
 
 /// The batching writer on standard error for the process's logger (started on first call);
 /// `None` when its thread cannot start, and the logger then writes directly.
 pub fn stderr() -> Option<Batched> {
-    if let Some(b) = STDERR.get() {
-        return Some(b.clone());
-    }
-    let b = Batched::spawn(std::io::stderr()).ok()?;
-    Some(STDERR.get_or_init(|| b).clone())
+    STDERR.get_or_init(|| Batched::spawn(std::io::stderr()).ok()).clone()
 }
 
 /// Writes out what the process's logger has buffered (see the module's contract); at once
 /// when logging never started.
 pub fn flush() {
-    if let Some(b) = STDERR.get() {
+    if let Some(Some(b)) = STDERR.get() {
         b.flush_within(FLUSH_WAIT);
     }
 }
