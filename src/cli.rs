@@ -170,7 +170,7 @@ fn init_logging(format: LogFormat, filter: &str) {
     };
     let builder = builder.with_writer(writer);
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Text => builder.fmt_fields(crate::log_fields::PlainFields).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }

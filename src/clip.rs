@@ -104,12 +104,25 @@ fn write_cut(f: &mut std::fmt::Formatter<'_>, cut: usize) -> std::fmt::Result {
 /// `\u{hex}`) and a backslash as `\\`, so that every backslash written starts an escape; with
 /// `one_line`, `\r` and `\n` as spaces.
 fn write_escaped(f: &mut std::fmt::Formatter<'_>, s: &str, one_line: bool) -> std::fmt::Result {
+    let bytes = s.as_bytes();
     let mut from = 0;
-    for (i, c) in s.char_indices() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // Plain ASCII is skipped a word at a time; only a word with something else in it is
+        // read by character.
+        if let Some(word) = bytes.get(i..i + 8) {
+            if plain_word(u64::from_le_bytes(word.try_into().unwrap_or([0; 8]))) {
+                i += 8;
+                continue;
+            }
+        }
+        let Some(c) = s.get(i..).and_then(|rest| rest.chars().next()) else { break };
+        let at = i;
+        i += c.len_utf8();
         if !(breaks_lines(c) || c == '\\') {
             continue;
         }
-        f.write_str(&s[from..i])?;
+        f.write_str(&s[from..at])?;
         match c {
             '\r' | '\n' if one_line => f.write_str(" ")?,
             '\n' => f.write_str("\\n")?,
@@ -118,9 +131,20 @@ fn write_escaped(f: &mut std::fmt::Formatter<'_>, s: &str, one_line: bool) -> st
             '\\' => f.write_str("\\\\")?,
             c => write!(f, "\\u{{{:x}}}", c as u32)?,
         }
-        from = i + c.len_utf8();
+        from = i;
     }
     f.write_str(&s[from..])
+}
+
+/// True when each of the 8 bytes of `w` is printable ASCII (0x20 to 0x7e) other than `\`:
+/// a word [`write_escaped`] writes as it is.
+fn plain_word(w: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    // A byte of `v` is zero exactly when its high bit is set in `zero(v)` (bytes below 0x80).
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    w & HIGH == 0 && below_space == 0 && zero(w ^ (ONES * b'\\' as u64)) == 0 && zero(w ^ (ONES * 0x7f)) == 0
 }
 
 /// True for a character that could break a log line or a terminal: C0/C1 controls (newline,
@@ -180,6 +204,32 @@ mod tests {
         // A typed backslash-n is not an escaped newline.
         assert_eq!(clip("a\\nb"), "a\\\\nb");
         assert_ne!(clip("a\\nb"), clip("a\nb"));
+    }
+
+    #[test]
+    fn a_character_to_escape_is_found_at_any_offset_in_a_word() {
+        // Every character class, at every position of a word and across word boundaries: the
+        // word-at-a-time skip must stop wherever the character-by-character reading would.
+        let by_char = |s: &str| -> String {
+            s.chars()
+                .map(|c| match c {
+                    '\n' => "\\n".to_string(),
+                    '\r' => "\\r".to_string(),
+                    '\t' => "\\t".to_string(),
+                    '\\' => "\\\\".to_string(),
+                    c if breaks_lines(c) => format!("\\u{{{:x}}}", c as u32),
+                    c => c.to_string(),
+                })
+                .collect()
+        };
+        let odd =
+            ['\0', '\x01', '\x1f', ' ', '~', '\x7f', '\\', '\n', '\u{80}', '\u{9f}', 'é', '\u{2028}', '😀'];
+        for c in odd {
+            for at in 0..20 {
+                let s = format!("{}{c}{}", "a".repeat(at), "b".repeat(19 - at));
+                assert_eq!(clip_to(&s, 1000), by_char(&s), "{c:?} at {at}");
+            }
+        }
     }
 
     #[test]

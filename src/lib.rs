@@ -21,6 +21,7 @@ pub mod exposition;
 pub mod gate;
 pub mod heap;
 pub mod lint;
+pub mod log_fields;
 pub mod log_writer;
 pub mod mutate;
 pub mod output;

@@ -18,7 +18,19 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "util",
-        &["clip", "duration", "exposition", "heap", "log_writer", "output", "signal", "yaml", "certs", "tls"],
+        &[
+            "clip",
+            "duration",
+            "exposition",
+            "heap",
+            "log_fields",
+            "log_writer",
+            "output",
+            "signal",
+            "yaml",
+            "certs",
+            "tls",
+        ],
     ),
     ("cluster", &["cluster"]),
     ("decision", &["decision", "admission"]),

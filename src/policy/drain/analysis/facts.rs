@@ -104,11 +104,9 @@ pub(super) fn replica_facts<'a>(
 
     // The engine's replica set: a running engine with a non-empty mode map that does not
     // list this replica is not using it.
-    let engine_dropped = live_engine.is_some_and(|e| {
-        e.status.current_state == "running"
-            && !e.status.replica_mode_map.is_empty()
-            && !e.status.replica_mode_map.contains_key(name)
-    });
+    let engine_dropped = mode.is_none()
+        && live_engine
+            .is_some_and(|e| e.status.current_state == "running" && !e.status.replica_mode_map.is_empty());
 
     // Why this replica cannot vouch for the volume (None = it protects).
     let why_not: Option<WhyNot> = if r.is_deleting() {
