@@ -110,11 +110,9 @@ fn write_escaped(f: &mut std::fmt::Formatter<'_>, s: &str, one_line: bool) -> st
     while i < bytes.len() {
         // Plain ASCII is skipped a word at a time; only a word with something else in it is
         // read by character.
-        if let Some(word) = bytes.get(i..i + 8) {
-            if plain_word(u64::from_le_bytes(word.try_into().unwrap_or([0; 8]))) {
-                i += 8;
-                continue;
-            }
+        if crate::swar::word_at(bytes, i).is_some_and(plain_word) {
+            i += 8;
+            continue;
         }
         let Some(c) = s.get(i..).and_then(|rest| rest.chars().next()) else { break };
         let at = i;
@@ -139,12 +137,8 @@ fn write_escaped(f: &mut std::fmt::Formatter<'_>, s: &str, one_line: bool) -> st
 /// True when each of the 8 bytes of `w` is printable ASCII (0x20 to 0x7e) other than `\`:
 /// a word [`write_escaped`] writes as it is.
 fn plain_word(w: u64) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    // A byte of `v` is zero exactly when its high bit is set in `zero(v)` (bytes below 0x80).
-    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    w & HIGH == 0 && below_space == 0 && zero(w ^ (ONES * b'\\' as u64)) == 0 && zero(w ^ (ONES * 0x7f)) == 0
+    use crate::swar::{has_below, has_byte, has_high};
+    !(has_high(w) || has_below(w, 0x20) || has_byte(w, b'\\') || has_byte(w, 0x7f))
 }
 
 /// True for a character that could break a log line or a terminal: C0/C1 controls (newline,

@@ -29,6 +29,7 @@ pub mod policy;
 pub mod review;
 pub mod server;
 pub mod signal;
+pub mod swar;
 pub mod synthetic;
 pub mod tls;
 pub mod yaml;

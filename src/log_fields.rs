@@ -30,21 +30,29 @@ pub struct PlainVisitor<'a> {
 }
 
 impl PlainVisitor<'_> {
-    /// Writes `name=value` the fast way, or hands a field the fast way does not cover (the
-    /// message, `r#` names, styled terminal output) to `DefaultVisitor` itself.
-    fn field(&mut self, field: &Field, value: &dyn fmt::Debug, default: impl FnOnce(&mut DefaultVisitor)) {
+    /// Writes `name=value` the fast way when there is a `fast` value and the field is a plain
+    /// one; otherwise hands the field (the message, `r#` names, an error with its sources,
+    /// styled terminal output) to `DefaultVisitor` itself, through `default`.
+    fn field(
+        &mut self,
+        field: &Field,
+        fast: Option<&dyn fmt::Debug>,
+        default: impl FnOnce(&mut DefaultVisitor),
+    ) {
         let name = field.name();
         // Fields of a `log` record are its metadata, already written by the event formatter.
         if name.starts_with("log.") || self.result.is_err() {
             return;
         }
         let is_empty = std::mem::take(&mut self.is_empty);
-        if name == "message" || name.starts_with("r#") || self.writer.has_ansi_escapes() {
+        let value =
+            fast.filter(|_| name != "message" && !name.starts_with("r#") && !self.writer.has_ansi_escapes());
+        let Some(value) = value else {
             let mut visitor = DefaultVisitor::new(self.writer.by_ref(), is_empty);
             default(&mut visitor);
             self.result = visitor.finish();
             return;
-        }
+        };
         self.result = (|| {
             if !is_empty {
                 self.writer.write_char(' ')?;
@@ -58,20 +66,15 @@ impl PlainVisitor<'_> {
 
 impl Visit for PlainVisitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.field(field, &value, |d| d.record_str(field, value));
+        self.field(field, Some(&value), |d| d.record_str(field, value));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.field(field, value, |d| d.record_debug(field, value));
+        self.field(field, Some(value), |d| d.record_debug(field, value));
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        // With its sources, as `DefaultVisitor` lists them.
-        if !field.name().starts_with("log.") && self.result.is_ok() {
-            let mut visitor = DefaultVisitor::new(self.writer.by_ref(), std::mem::take(&mut self.is_empty));
-            visitor.record_error(field, value);
-            self.result = visitor.finish();
-        }
+        self.field(field, None, |d| d.record_error(field, value));
     }
 }
 

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "log_writer",
             "output",
             "signal",
+            "swar",
             "yaml",
             "certs",
             "tls",

@@ -2,21 +2,11 @@
 //! `serde_json` escapes them (`\"`, `\\`, `\b \f \n \r \t`, other controls as `\u00xx`,
 //! everything else as it is), and unsigned integers.
 
-/// Eight copies of a byte.
-const fn splat(b: u8) -> u64 {
-    u64::from_ne_bytes([b; 8])
-}
-
-const LOW_BITS: u64 = splat(0x01);
-const HIGH_BITS: u64 = splat(0x80);
-
 /// True when a byte of `word` is a control character, `"` or `\` (may also be true when
 /// none is: the caller then looks at each byte; never false when one is).
 fn may_need_escape(word: u64) -> bool {
-    // A byte below 0x20, or one that is zero after the XOR with `"` or `\`.
-    let below = |x: u64, n: u8| x.wrapping_sub(splat(n)) & !x & HIGH_BITS;
-    let zero = |x: u64| x.wrapping_sub(LOW_BITS) & !x & HIGH_BITS;
-    (below(word, 0x20) | zero(word ^ splat(b'"')) | zero(word ^ splat(b'\\'))) != 0
+    use crate::swar::{has_below, has_byte};
+    has_below(word, 0x20) || has_byte(word, b'"') || has_byte(word, b'\\')
 }
 
 /// The escape of one byte, or `None` when it is written as it is.
@@ -43,8 +33,7 @@ pub fn string(out: &mut Vec<u8>, s: &str) {
     let (mut start, mut i) = (0, 0);
     while i < bytes.len() {
         // Eight bytes at a time while none of them needs an escape.
-        while let Some(chunk) = bytes.get(i..i + 8) {
-            let word = u64::from_ne_bytes(chunk.try_into().expect("eight bytes"));
+        while let Some(word) = crate::swar::word_at(bytes, i) {
             if may_need_escape(word) {
                 break;
             }
