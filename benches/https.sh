@@ -11,12 +11,13 @@
 #
 # Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_DENIED (50: volumes
 # stranded by the denial; 300 at 10,000 volumes), BENCH_HTTPS_CONNECTIONS (64),
-# BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s), BENCH_HTTPS_PORT (18461; the
+# BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s per server and round),
+# BENCH_HTTPS_ROUNDS (3: rounds of the four runs), BENCH_HTTPS_PORT (18461; the
 # static servers get the next two ports), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
 # A second static server answers with longhorn-guard's own denial bytes, so the denial is
 # compared with a server sending the same answer. Prints one table (requests/s, p50, p99 and the
-# server's CPU time per request, per server and case) and the ratios longhorn-guard / static
-# server per case.
+# server's CPU time per request, per round, server and case) and, per case, the ratio
+# longhorn-guard / static server of each round and their median.
 # Exit status: 0 measured, 2 could not run.
 set -euo pipefail
 
@@ -29,6 +30,8 @@ DENIED=${BENCH_HTTPS_DENIED:-50}
 CONNECTIONS=${BENCH_HTTPS_CONNECTIONS:-64}
 THREADS=${BENCH_HTTPS_THREADS:-2}
 DURATION=${BENCH_HTTPS_DURATION:-10s}
+ROUNDS=${BENCH_HTTPS_ROUNDS:-3}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { printf "bench-https: BENCH_HTTPS_ROUNDS must be a whole number from 1, not %s\n" "$ROUNDS" >&2; exit 2; }
 PORT=${BENCH_HTTPS_PORT:-18461}
 STATIC_PORT=$((PORT + 1))
 STATIC_DENY_PORT=$((PORT + 2))
@@ -122,18 +125,45 @@ measure() {
 	printf '%s %s %s %s %s\n' "$1" "$rps" "$p50" "$p99" \
 		"$(awk -v c=$((c1 - c0)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (n > 0 ? c * 1e6 / hz / n : 0) }')"
 }
-echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow) and of $deny_pod (deny, strands ${stranded:-?} volumes); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each; $(nproc) CPUs"
-static=$(measure static-allow "https://127.0.0.1:$STATIC_PORT/validate" "$WORK/body.json" "$STATIC_PID")
-guard=$(measure guard-allow "https://127.0.0.1:$PORT/validate" "$WORK/body.json" "$GUARD_PID")
-static_deny=$(measure static-deny "https://127.0.0.1:$STATIC_DENY_PORT/validate" "$WORK/deny.json" "$STATIC_DENY_PID")
-deny=$(measure guard-deny "https://127.0.0.1:$PORT/validate" "$WORK/deny.json" "$GUARD_PID")
-printf '%-16s %12s %10s %10s %14s\n' server "requests/s" p50 p99 "CPU us/request"
-printf '%-16s %12s %10s %10s %14s\n' $static $guard $static_deny $deny
-# ratio GUARD STATIC: prints the req/s ratio of two rows.
+echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow) and of $deny_pod (deny, strands ${stranded:-?} volumes); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each, $ROUNDS rounds; $(nproc) CPUs"
+# Each round measures the four servers back to back, so each ratio compares runs seconds
+# apart; the machine's drift between rounds (±10 % on a shared VM) does not enter a ratio.
+printf '%-6s %-16s %12s %10s %10s %14s\n' round server "requests/s" p50 p99 "CPU us/request"
+# ratio GUARD STATIC: the req/s ratio of two rows, in percent.
 ratio() {
-	awk -v a="$(cut -d' ' -f1 <<<"$1")" -v g="$(cut -d' ' -f2 <<<"$1")" -v b="$(cut -d' ' -f1 <<<"$2")" -v s="$(cut -d' ' -f2 <<<"$2")" \
-		'BEGIN { if (s > 0) printf "ratio %s / %s: %.1f %%\n", a, b, 100 * g / s }'
+	awk -v g="$(cut -d' ' -f2 <<<"$1")" -v s="$(cut -d' ' -f2 <<<"$2")" 'BEGIN { if (s > 0) printf "%.1f", 100 * g / s }'
 }
-ratio "$guard" "$static"
-ratio "$deny" "$static_deny"
-ratio "$deny" "$static"
+# cpu_ratio GUARD STATIC: the static server's CPU time per request over longhorn-guard's, in
+# percent (100: the same cost).
+cpu_ratio() {
+	awk -v g="$(cut -d' ' -f5 <<<"$1")" -v s="$(cut -d' ' -f5 <<<"$2")" 'BEGIN { if (g > 0) printf "%.1f", 100 * s / g }'
+}
+allow_ratios=()
+deny_ratios=()
+allow_cpu=()
+deny_cpu=()
+for round in $(seq 1 "$ROUNDS"); do
+	static=$(measure static-allow "https://127.0.0.1:$STATIC_PORT/validate" "$WORK/body.json" "$STATIC_PID")
+	guard=$(measure guard-allow "https://127.0.0.1:$PORT/validate" "$WORK/body.json" "$GUARD_PID")
+	static_deny=$(measure static-deny "https://127.0.0.1:$STATIC_DENY_PORT/validate" "$WORK/deny.json" "$STATIC_DENY_PID")
+	deny=$(measure guard-deny "https://127.0.0.1:$PORT/validate" "$WORK/deny.json" "$GUARD_PID")
+	for row in "$static" "$guard" "$static_deny" "$deny"; do
+		# shellcheck disable=SC2086 # the row's words are the columns
+		printf '%-6s %-16s %12s %10s %10s %14s\n' "$round" $row
+	done
+	allow_ratios+=("$(ratio "$guard" "$static")")
+	deny_ratios+=("$(ratio "$deny" "$static_deny")")
+	allow_cpu+=("$(cpu_ratio "$guard" "$static")")
+	deny_cpu+=("$(cpu_ratio "$deny" "$static_deny")")
+done
+# summary NAME RATIO...: the rounds' ratios and their median.
+summary() {
+	local name=$1
+	shift
+	printf '%s\n' "$@" | sort -n | awk -v name="$name" '{ r[NR] = $1; all = all (NR > 1 ? ", " : "") $1 }
+		END { m = NR % 2 ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2; printf "%s: median %.1f %% (rounds, sorted: %s %%)\n", name, m, all }'
+}
+summary "ratio guard-allow / static-allow" "${allow_ratios[@]}"
+summary "ratio guard-deny / static-deny" "${deny_ratios[@]}"
+summary "CPU per request, static-allow / guard-allow" "${allow_cpu[@]}"
+summary "CPU per request, static-deny / guard-deny" "${deny_cpu[@]}"

@@ -123,7 +123,10 @@ pub async fn read_body(
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     // The length the body will have, when declared and within the limit.
     let expected = declared.filter(|n| *n <= max).map(|n| n as usize);
-    let mut buf: Vec<u8> = Vec::with_capacity(expected.unwrap_or(0).min(MAX_RESERVE as usize));
+    // A body that arrives in one frame (the common case) is that frame, not a copy of it;
+    // the buffer is made when a second frame comes.
+    let mut first: Option<Bytes> = None;
+    let mut buf: Vec<u8> = Vec::new();
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
     // A client that waits for `100 Continue` before sending gets the 413 instead: polling the
@@ -160,6 +163,7 @@ pub async fn read_body(
             too_large = true;
             drain_until = Some(tokio::time::Instant::now() + DRAIN_FOR);
             buf = Vec::new();
+            first = None;
             received = None;
         }
         if too_large {
@@ -174,6 +178,14 @@ pub async fn read_body(
         if received.is_none() && total > MAX_RESERVE {
             received = budget.receive(expected.map_or(max, |n| n as u64)).await;
         }
+        if total == data.len() as u64 {
+            first = Some(data);
+            continue;
+        }
+        if let Some(head) = first.take() {
+            buf.reserve_exact(expected.unwrap_or(0).min(MAX_RESERVE as usize).max(head.len() + data.len()));
+            buf.extend_from_slice(&head);
+        }
         // Past the first [`MAX_RESERVE`], the client is sending the body it declared: reserve
         // all of it once rather than doubling (and copying) up to twice its size.
         if let Some(n) = expected {
@@ -187,7 +199,7 @@ pub async fn read_body(
         return Err(BodyError::TooLarge);
     }
     let share = BodyShare::take(budget, total, received).await;
-    Ok((Bytes::from(buf), share))
+    Ok((first.unwrap_or_else(|| Bytes::from(buf)), share))
 }
 
 #[cfg(test)]
@@ -274,6 +286,25 @@ mod tests {
         assert_eq!(bytes.len(), n);
         let buf: Vec<u8> = bytes.into();
         assert_eq!(buf.capacity(), n);
+    }
+
+    #[tokio::test]
+    async fn a_one_frame_body_is_that_frame_and_more_frames_are_joined_in_order() {
+        let frame = Bytes::from(b"{\"kind\":\"AdmissionReview\"}".to_vec());
+        let (h, _) = body(frame.len());
+        let budget = BodyBudget::new(1 << 20);
+        let one = futures::stream::iter([Ok::<_, std::io::Error>(frame.clone())]);
+        let (bytes, _share) = read_body(&h, Body::from_stream(one), 1 << 20, &budget).await.ok().unwrap();
+        assert_eq!(bytes, frame);
+        assert_eq!(bytes.as_ptr(), frame.as_ptr(), "the frame itself, not a copy");
+        // Empty frames anywhere, and the body split at every byte.
+        for at in 0..=frame.len() {
+            let pieces = [Bytes::new(), frame.slice(..at), Bytes::new(), frame.slice(at..), Bytes::new()];
+            let stream = futures::stream::iter(pieces.map(Ok::<_, std::io::Error>));
+            let (bytes, _share) =
+                read_body(&h, Body::from_stream(stream), 1 << 20, &budget).await.ok().unwrap();
+            assert_eq!(bytes, frame, "split at {at}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
