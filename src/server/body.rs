@@ -123,8 +123,9 @@ pub async fn read_body(
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     // The length the body will have, when declared and within the limit.
     let expected = declared.filter(|n| *n <= max).map(|n| n as usize);
-    // A body that arrives in one frame (the common case) is that frame, not a copy of it;
-    // the buffer is made when a second frame comes.
+    // A body that arrives in one frame (the common case) is that frame, not a copy of it: it
+    // holds the connection's read buffer, which hyper keeps for the connection anyway, until
+    // the answer is sent. The buffer is made when a second frame comes.
     let mut first: Option<Bytes> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut total: u64 = 0;
