@@ -12,10 +12,12 @@
 # Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_DENIED (50: volumes
 # stranded by the denial; 300 at 10,000 volumes), BENCH_HTTPS_CONNECTIONS (64),
 # BENCH_HTTPS_THREADS (2: wrk threads), BENCH_HTTPS_DURATION (10s per server and round),
-# BENCH_HTTPS_ROUNDS (3: rounds of the four runs), BENCH_HTTPS_PORT (18461; the
-# static servers get the next two ports), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
+# BENCH_HTTPS_ROUNDS (3: rounds of the six runs), BENCH_HTTPS_PORT (18461; the
+# static servers get the next four ports), LONGHORN_GUARD_BIN and BENCH_EXAMPLES (release builds).
 # A second static server answers with longhorn-guard's own denial bytes, so the denial is
-# compared with a server sending the same answer. Prints one table (requests/s, p50, p99 and the
+# compared with a server sending the same answer; two more (`--parse`) first parse each body as
+# longhorn-guard does, then answer an allow for its uid or the denial's bytes: the floor of any
+# webhook that reads its request, beside each case. Prints one table (requests/s, p50, p99 and the
 # server's CPU time per request, per round, server and case) and, per case, the ratio
 # longhorn-guard / static server of each round and their median.
 # Exit status: 0 measured, 2 could not run.
@@ -35,6 +37,8 @@ ROUNDS=${BENCH_HTTPS_ROUNDS:-3}
 PORT=${BENCH_HTTPS_PORT:-18461}
 STATIC_PORT=$((PORT + 1))
 STATIC_DENY_PORT=$((PORT + 2))
+STATIC_PARSE_PORT=$((PORT + 3))
+STATIC_PARSE_DENY_PORT=$((PORT + 4))
 FIXTURE=$ROOT/../shared/fixtures/admission/eviction-create.json
 
 die() {
@@ -105,6 +109,27 @@ for _ in $(seq 1 600); do
 done
 post "https://127.0.0.1:$STATIC_DENY_PORT/validate" | grep -q '"allowed":false' || die "static_server --answer did not answer"
 post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null || die "static_server did not answer"
+# The floor of any webhook that reads its request: parse as longhorn-guard does, answer an allow.
+"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PARSE_PORT" --parse \
+	>"$WORK/static-parse.log" 2>&1 &
+PIDS+=($!)
+STATIC_PARSE_PID=$!
+for _ in $(seq 1 600); do
+	post "https://127.0.0.1:$STATIC_PARSE_PORT/validate" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+post "https://127.0.0.1:$STATIC_PARSE_PORT/validate" | grep -q '"allowed":true' || die "static_server --parse did not answer an allow"
+# ... and of any webhook that reads its request and sends longhorn-guard's denial.
+"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PARSE_DENY_PORT" --parse \
+	--answer "$WORK/denial.json" >"$WORK/static-parse-deny.log" 2>&1 &
+PIDS+=($!)
+STATIC_PARSE_DENY_PID=$!
+for _ in $(seq 1 600); do
+	post "https://127.0.0.1:$STATIC_PARSE_DENY_PORT/validate" >/dev/null 2>&1 && break
+	sleep 0.1
+done
+post "https://127.0.0.1:$STATIC_PARSE_DENY_PORT/validate" "$WORK/deny.json" | grep -q '"allowed":false' ||
+	die "static_server --parse --answer did not answer the denial"
 
 # cpu PID: the process's user + system CPU time so far, in clock ticks.
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -126,9 +151,9 @@ measure() {
 		"$(awk -v c=$((c1 - c0)) -v n="$n" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (n > 0 ? c * 1e6 / hz / n : 0) }')"
 }
 echo "bench-https: $NODES nodes, $VOLUMES volumes; POST /validate eviction of $pod (allow) and of $deny_pod (deny, strands ${stranded:-?} volumes); wrk $THREADS threads, $CONNECTIONS connections, $DURATION each, $ROUNDS rounds; $(nproc) CPUs"
-# Each round measures the four servers back to back, so each ratio compares runs seconds
+# Each round measures the six runs back to back, so each ratio compares runs seconds
 # apart; the machine's drift between rounds (±10 % on a shared VM) does not enter a ratio.
-printf '%-6s %-16s %12s %10s %10s %14s\n' round server "requests/s" p50 p99 "CPU us/request"
+printf '%-6s %-18s %12s %10s %10s %14s\n' round server "requests/s" p50 p99 "CPU us/request"
 # ratio GUARD STATIC: the req/s ratio of two rows, in percent.
 ratio() {
 	awk -v g="$(cut -d' ' -f2 <<<"$1")" -v s="$(cut -d' ' -f2 <<<"$2")" 'BEGIN { if (s > 0) printf "%.1f", 100 * g / s }'
@@ -142,18 +167,28 @@ allow_ratios=()
 deny_ratios=()
 allow_cpu=()
 deny_cpu=()
+parse_ratios=()
+beyond_parse=()
+deny_parse_ratios=()
+deny_beyond_parse=()
 for round in $(seq 1 "$ROUNDS"); do
 	static=$(measure static-allow "https://127.0.0.1:$STATIC_PORT/validate" "$WORK/body.json" "$STATIC_PID")
+	static_parse=$(measure static-parse "https://127.0.0.1:$STATIC_PARSE_PORT/validate" "$WORK/body.json" "$STATIC_PARSE_PID")
 	guard=$(measure guard-allow "https://127.0.0.1:$PORT/validate" "$WORK/body.json" "$GUARD_PID")
 	static_deny=$(measure static-deny "https://127.0.0.1:$STATIC_DENY_PORT/validate" "$WORK/deny.json" "$STATIC_DENY_PID")
+	static_parse_deny=$(measure static-parse-deny "https://127.0.0.1:$STATIC_PARSE_DENY_PORT/validate" "$WORK/deny.json" "$STATIC_PARSE_DENY_PID")
 	deny=$(measure guard-deny "https://127.0.0.1:$PORT/validate" "$WORK/deny.json" "$GUARD_PID")
-	for row in "$static" "$guard" "$static_deny" "$deny"; do
+	for row in "$static" "$static_parse" "$guard" "$static_deny" "$static_parse_deny" "$deny"; do
 		# shellcheck disable=SC2086 # the row's words are the columns
-		printf '%-6s %-16s %12s %10s %10s %14s\n' "$round" $row
+		printf '%-6s %-18s %12s %10s %10s %14s\n' "$round" $row
 	done
 	allow_ratios+=("$(ratio "$guard" "$static")")
 	deny_ratios+=("$(ratio "$deny" "$static_deny")")
 	allow_cpu+=("$(cpu_ratio "$guard" "$static")")
+	parse_ratios+=("$(ratio "$static_parse" "$static")")
+	beyond_parse+=("$(ratio "$guard" "$static_parse")")
+	deny_parse_ratios+=("$(ratio "$static_parse_deny" "$static_deny")")
+	deny_beyond_parse+=("$(ratio "$deny" "$static_parse_deny")")
 	deny_cpu+=("$(cpu_ratio "$deny" "$static_deny")")
 done
 # summary NAME RATIO...: the rounds' ratios and their median.
@@ -167,3 +202,7 @@ summary "ratio guard-allow / static-allow" "${allow_ratios[@]}"
 summary "ratio guard-deny / static-deny" "${deny_ratios[@]}"
 summary "CPU per request, static-allow / guard-allow" "${allow_cpu[@]}"
 summary "CPU per request, static-deny / guard-deny" "${deny_cpu[@]}"
+summary "ratio static-parse / static-allow (the parse's own cost)" "${parse_ratios[@]}"
+summary "ratio guard-allow / static-parse (all but the parse)" "${beyond_parse[@]}"
+summary "ratio static-parse-deny / static-deny (the parse's own cost)" "${deny_parse_ratios[@]}"
+summary "ratio guard-deny / static-parse-deny (all but the parse)" "${deny_beyond_parse[@]}"

@@ -2,7 +2,8 @@
 //! hyper HTTP/1.1 stack and TLS configuration as `longhorn-guard serve`, answering every
 //! request (after reading its body) with one fixed AdmissionReview: an allow, or the contents
 //! of `--answer FILE` (bench-https passes longhorn-guard's own denial, so both servers send the
-//! same bytes).
+//! same bytes). With `--parse` it first parses each body as longhorn-guard does and answers an
+//! allow for its uid (or the `--answer` bytes): the floor of any webhook that reads its request.
 //!
 //! ```text
 //! cargo run --release --example static_server -- --tls-dir certs/dev --listen 127.0.0.1:18444
@@ -38,14 +39,28 @@ struct Args {
     /// Answer with this file's bytes instead of the built-in allow.
     #[arg(long, value_name = "FILE")]
     answer: Option<PathBuf>,
+    /// Parse each body as longhorn-guard does, then answer an allow for its uid (or, with
+    /// --answer, that file's bytes): the least any webhook that reads its request does.
+    #[arg(long)]
+    parse: bool,
 }
 
 async fn answer(
     req: hyper::Request<Incoming>,
     body: Bytes,
+    // `Some(fixed)`: parse the body, then answer `body` when `fixed`, else an allow for its uid.
+    parse: Option<bool>,
 ) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
     // Read the whole body, as the real server does before deciding.
-    let _body = req.into_body().collect().await?;
+    let read = req.into_body().collect().await?.to_bytes();
+    let body = match parse.map(|fixed| (fixed, longhorn_guard::admission::parse_review(&read))) {
+        Some((false, Ok(request))) => {
+            let allow = longhorn_guard::decision::Decision::allow();
+            Bytes::from(longhorn_guard::admission::response_review(&request.uid, &allow).to_bytes())
+        }
+        Some((_, Err(e))) => Bytes::from(e.to_string()),
+        Some((true, Ok(_))) | None => body,
+    };
     let mut resp = hyper::Response::new(Full::new(body));
     resp.headers_mut()
         .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
@@ -62,6 +77,7 @@ async fn serve(args: Args) -> Result<(), String> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind(args.listen).await.map_err(|e| format!("bind {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let args_parse = args.parse.then_some(args.answer.is_some());
     println!("listening on {addr}");
     loop {
         let (tcp, _) = tokio::select! {
@@ -79,7 +95,8 @@ async fn serve(args: Args) -> Result<(), String> {
             let Ok(tls) = acceptor.accept(tcp).await else { return };
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).keep_alive(true);
-            let service = hyper::service::service_fn(move |req| answer(req, body.clone()));
+            let parse = args_parse;
+            let service = hyper::service::service_fn(move |req| answer(req, body.clone(), parse));
             let _ = builder.serve_connection(TokioIo::new(tls), service).await;
         });
     }
