@@ -18,8 +18,9 @@
 # compared with a server sending the same answer; two more (`--parse`) first parse each body as
 # longhorn-guard does, then answer an allow for its uid or the denial's bytes: the floor of any
 # webhook that reads its request, beside each case. Prints one table (requests/s, p50, p99 and the
-# server's CPU time per request, per round, server and case) and, per case, the ratio
-# longhorn-guard / static server of each round and their median.
+# server's CPU time per request, per round, server and case), then each round's ratios and their
+# median: longhorn-guard / static server per case (requests/s, and CPU time per request), the
+# parse's own cost (static-parse / static) and all the rest (longhorn-guard / static-parse).
 # Exit status: 0 measured, 2 could not run.
 set -euo pipefail
 
