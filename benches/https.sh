@@ -100,35 +100,30 @@ grep -q '"allowed":false' <<<"$denial" || die "expected a denial from longhorn-g
 stranded=$(grep -o 'would strand [0-9]* volume' <<<"$denial" | grep -o '[0-9]*' || true)
 [ "$stranded" = "$DENIED" ] || die "expected the denial to strand $DENIED volumes, it says ${stranded:-nothing}: $denial"
 printf '%s' "$denial" >"$WORK/denial.json"
-"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_DENY_PORT" --answer "$WORK/denial.json" \
-	>"$WORK/static-deny.log" 2>&1 &
-PIDS+=($!)
-STATIC_DENY_PID=$!
-for _ in $(seq 1 600); do
-	post "https://127.0.0.1:$STATIC_DENY_PORT/validate" >/dev/null 2>&1 && break
-	sleep 0.1
-done
+# start_static PORT LOG ARG...: starts static_server on PORT with ARG..., logging to LOG; waits
+# until it answers (its PID in STARTED).
+start_static() {
+	local port=$1 log=$2
+	shift 2
+	"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$port" "$@" >"$WORK/$log" 2>&1 &
+	PIDS+=($!)
+	STARTED=$!
+	for _ in $(seq 1 600); do
+		post "https://127.0.0.1:$port/validate" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+}
+start_static "$STATIC_DENY_PORT" static-deny.log --answer "$WORK/denial.json"
+STATIC_DENY_PID=$STARTED
 post "https://127.0.0.1:$STATIC_DENY_PORT/validate" | grep -q '"allowed":false' || die "static_server --answer did not answer"
 post "https://127.0.0.1:$STATIC_PORT/validate" >/dev/null || die "static_server did not answer"
-# The floor of any webhook that reads its request: parse as longhorn-guard does, answer an allow.
-"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PARSE_PORT" --parse \
-	>"$WORK/static-parse.log" 2>&1 &
-PIDS+=($!)
-STATIC_PARSE_PID=$!
-for _ in $(seq 1 600); do
-	post "https://127.0.0.1:$STATIC_PARSE_PORT/validate" >/dev/null 2>&1 && break
-	sleep 0.1
-done
+# The floor of any webhook that reads its request: parse as longhorn-guard does, then answer an
+# allow for its uid, or longhorn-guard's denial.
+start_static "$STATIC_PARSE_PORT" static-parse.log --parse
+STATIC_PARSE_PID=$STARTED
 post "https://127.0.0.1:$STATIC_PARSE_PORT/validate" | grep -q '"allowed":true' || die "static_server --parse did not answer an allow"
-# ... and of any webhook that reads its request and sends longhorn-guard's denial.
-"$EXAMPLES/static_server" --tls-dir "$WORK/certs" --listen "127.0.0.1:$STATIC_PARSE_DENY_PORT" --parse \
-	--answer "$WORK/denial.json" >"$WORK/static-parse-deny.log" 2>&1 &
-PIDS+=($!)
-STATIC_PARSE_DENY_PID=$!
-for _ in $(seq 1 600); do
-	post "https://127.0.0.1:$STATIC_PARSE_DENY_PORT/validate" >/dev/null 2>&1 && break
-	sleep 0.1
-done
+start_static "$STATIC_PARSE_DENY_PORT" static-parse-deny.log --parse --answer "$WORK/denial.json"
+STATIC_PARSE_DENY_PID=$STARTED
 post "https://127.0.0.1:$STATIC_PARSE_DENY_PORT/validate" "$WORK/deny.json" | grep -q '"allowed":false' ||
 	die "static_server --parse --answer did not answer the denial"
 
