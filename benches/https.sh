@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # HTTPS throughput of `longhorn-guard serve --state` side by side with a static-answer rustls
-# server on the same stack (`make bench-https`, docs/scale.md). Both are measured in the same run
+# server on the same stack (`make bench-https`, docs/scale.md). All are measured in the same run
 # with wrk, 64 kept-alive connections, the same instance-manager eviction AdmissionReview body,
 # for two cases: the eviction of the storage node's instance manager (an allow that looks at
 # every replica there) and of the first node's (a denial: exactly BENCH_HTTPS_DENIED volumes
 # are attached there, each stranded by its running engine; the message lists 5).
 #
-#   make bench-https                     # 60 nodes x 3,000 volumes, 10s per server
+#   make bench-https                     # 60 nodes x 3,000 volumes, 10s per server and round
 #   BENCH_HTTPS_NODES=30 BENCH_HTTPS_VOLUMES=10000 BENCH_HTTPS_DURATION=20s make bench-https
 #
 # Knobs: BENCH_HTTPS_NODES (60), BENCH_HTTPS_VOLUMES (3000), BENCH_HTTPS_DENIED (50: volumes

@@ -58,7 +58,12 @@ async fn answer(
             let allow = longhorn_guard::decision::Decision::allow();
             Bytes::from(longhorn_guard::admission::response_review(&request.uid, &allow).to_bytes())
         }
-        Some((_, Err(e))) => Bytes::from(e.to_string()),
+        // As longhorn-guard answers a body it cannot read (and wrk counts it as non-2xx).
+        Some((_, Err(e))) => {
+            let mut resp = hyper::Response::new(Full::new(Bytes::from(e.to_string())));
+            *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
+            return Ok(resp);
+        }
         Some((true, Ok(_))) | None => body,
     };
     let mut resp = hyper::Response::new(Full::new(body));

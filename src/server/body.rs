@@ -22,6 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::HttpBody as _;
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap};
 use http_body_util::BodyExt as _;
@@ -123,9 +124,10 @@ pub async fn read_body(
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     // The length the body will have, when declared and within the limit.
     let expected = declared.filter(|n| *n <= max).map(|n| n as usize);
-    // A body that arrives in one frame (the common case) is that frame, not a copy of it: it
-    // holds the connection's read buffer, which hyper keeps for the connection anyway, until
-    // the answer is sent. The buffer is made when a second frame comes.
+    // A body complete in its first frame (the common case) is that frame, not a copy of it: a
+    // slice of hyper's read buffer, which holds the request's headers too when both came in one
+    // read. A frame of a body still arriving is copied at once, so no frame is held while the
+    // rest is awaited; the buffer is made then.
     let mut first: Option<Bytes> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut total: u64 = 0;
@@ -179,12 +181,15 @@ pub async fn read_body(
         if received.is_none() && total > MAX_RESERVE {
             received = budget.receive(expected.map_or(max, |n| n as u64)).await;
         }
-        if total == data.len() as u64 {
+        if total == data.len() as u64 && body.is_end_stream() {
             first = Some(data);
             continue;
         }
+        if buf.capacity() == 0 {
+            buf.reserve_exact(expected.unwrap_or(0).min(MAX_RESERVE as usize));
+        }
+        // A frame after the end a body reported (none should come): joined all the same.
         if let Some(head) = first.take() {
-            buf.reserve_exact(expected.unwrap_or(0).min(MAX_RESERVE as usize).max(head.len() + data.len()));
             buf.extend_from_slice(&head);
         }
         // Past the first [`MAX_RESERVE`], the client is sending the body it declared: reserve
