@@ -45,26 +45,40 @@ struct Args {
     parse: bool,
 }
 
+/// What a request is answered with, once its body is read.
+#[derive(Clone, Copy)]
+enum Reply {
+    /// The fixed bytes.
+    Fixed,
+    /// The fixed bytes, once the body parses (400 when it does not).
+    ParsedFixed,
+    /// An allow for the parsed request's uid (400 when the body does not parse).
+    ParsedAllow,
+}
+
 async fn answer(
     req: hyper::Request<Incoming>,
     body: Bytes,
-    // `Some(fixed)`: parse the body, then answer `body` when `fixed`, else an allow for its uid.
-    parse: Option<bool>,
+    reply: Reply,
 ) -> Result<hyper::Response<Full<Bytes>>, hyper::Error> {
     // Read the whole body, as the real server does before deciding.
     let read = req.into_body().collect().await?.to_bytes();
-    let body = match parse.map(|fixed| (fixed, longhorn_guard::admission::parse_review(&read))) {
-        Some((false, Ok(request))) => {
-            let allow = longhorn_guard::decision::Decision::allow();
-            Bytes::from(longhorn_guard::admission::response_review(&request.uid, &allow).to_bytes())
-        }
+    let parsed = match reply {
+        Reply::Fixed => None,
+        Reply::ParsedFixed | Reply::ParsedAllow => Some(longhorn_guard::admission::parse_review(&read)),
+    };
+    let body = match parsed {
         // As longhorn-guard answers a body it cannot read (and wrk counts it as non-2xx).
-        Some((_, Err(e))) => {
+        Some(Err(e)) => {
             let mut resp = hyper::Response::new(Full::new(Bytes::from(e.to_string())));
             *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
             return Ok(resp);
         }
-        Some((true, Ok(_))) | None => body,
+        Some(Ok(request)) if matches!(reply, Reply::ParsedAllow) => {
+            let allow = longhorn_guard::decision::Decision::allow();
+            Bytes::from(longhorn_guard::admission::response_review(&request.uid, &allow).to_bytes())
+        }
+        _ => body,
     };
     let mut resp = hyper::Response::new(Full::new(body));
     resp.headers_mut()
@@ -82,7 +96,11 @@ async fn serve(args: Args) -> Result<(), String> {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind(args.listen).await.map_err(|e| format!("bind {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let args_parse = args.parse.then_some(args.answer.is_some());
+    let reply = match (args.parse, args.answer.is_some()) {
+        (false, _) => Reply::Fixed,
+        (true, true) => Reply::ParsedFixed,
+        (true, false) => Reply::ParsedAllow,
+    };
     println!("listening on {addr}");
     loop {
         let (tcp, _) = tokio::select! {
@@ -100,8 +118,7 @@ async fn serve(args: Args) -> Result<(), String> {
             let Ok(tls) = acceptor.accept(tcp).await else { return };
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).keep_alive(true);
-            let parse = args_parse;
-            let service = hyper::service::service_fn(move |req| answer(req, body.clone(), parse));
+            let service = hyper::service::service_fn(move |req| answer(req, body.clone(), reply));
             let _ = builder.serve_connection(TokioIo::new(tls), service).await;
         });
     }

@@ -22,8 +22,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::HttpBody as _;
-use axum::body::{Body, Bytes};
+use axum::body::{Body, Bytes, HttpBody as _};
 use axum::http::{header, HeaderMap};
 use http_body_util::BodyExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
