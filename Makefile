@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster
+.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -142,3 +142,16 @@ image-oci: static ## Write IMAGE as an OCI/docker-save tar without an engine or 
 # Root, and the binaries docs/install.md lists: KUBE_BIN_DIR, ETCD, CONTAINERD_BIN_DIR, RUNC.
 e2e-cluster: image-oci ## Real-kubelet suite: a throw-away 2-node cluster, install, drain/rollout/gate checks (e2e/cluster.sh)
 	GUARD_IMAGE=$(IMAGE) GUARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) e2e/cluster.sh run
+
+# --- real Longhorn (docs/install.md, "Real Longhorn") ---
+# Source trees the user provides (git archive of each public repository at its tag); nothing is
+# downloaded, nothing built is committed.
+LONGHORN_BIN_DIR ?= $(abspath $(OUT_DIR)/longhorn-bin)
+
+longhorn-bin: ## Build Longhorn v1.12.1 and Multus v3.9.3/v4.2.4 from source trees into LONGHORN_BIN_DIR (e2e/longhorn/build.sh)
+	e2e/longhorn/build.sh $(LONGHORN_BIN_DIR)
+
+# Root; the e2e-cluster settings, plus LONGHORN_BIN_DIR (make longhorn-bin) and LONGHORN_SRC.
+e2e-longhorn: image-oci ## Real Longhorn v1.12.1 on the real-kubelet cluster (3 nodes): scenarios a-e of e2e/longhorn/checks.sh
+	GUARD_IMAGE=$(IMAGE) GUARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) LONGHORN_BIN_DIR=$(LONGHORN_BIN_DIR) \
+	  E2E_CLUSTER_SUITE=longhorn e2e/cluster.sh run

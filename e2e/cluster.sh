@@ -52,6 +52,18 @@ LH_NS=longhorn-system
 GUARD_NS=longhorn-guard
 SCRIPT_NAME=e2e-cluster
 CRDS=${E2E_CRDS:-$ROOT/../shared/fixtures/crds/longhorn-crds.yaml}
+# E2E_CLUSTER_SUITE: standin (the Longhorn stand-in, e2e/cluster/checks.sh) or longhorn (real
+# Longhorn built from source, e2e/longhorn/; make e2e-longhorn). A suite may replace the hooks
+# below and ALLOW_PRIVILEGED before anything starts.
+# `down` and `checks` on a cluster `up` made take the suite and node count it recorded.
+SUITE=${E2E_CLUSTER_SUITE:-$(cat "$DIR/suite" 2>/dev/null || echo standin)}
+[ -n "${E2E_CLUSTER_NODES:-}" ] || [ ! -f "$DIR/nodes" ] || NODES=$(cat "$DIR/nodes")
+ALLOW_PRIVILEGED=false
+suite_preflight() { :; }
+suite_host_up() { :; }
+suite_images() { :; }
+suite_host_down() { :; }
+CHECKS=$E2E/cluster/checks.sh
 export KUBECONFIG=$DIR/kubeconfig
 
 # shellcheck source=e2e/lib.sh
@@ -60,6 +72,12 @@ for f in net control node images; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
+case $SUITE in
+standin) ;;
+# shellcheck source=e2e/longhorn/suite.sh
+longhorn) . "$E2E/longhorn/suite.sh" ;;
+*) die "E2E_CLUSTER_SUITE=$SUITE: expected standin or longhorn" ;;
+esac
 
 in_use() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
@@ -79,6 +97,7 @@ preflight() {
 	[ -x "$BUSYBOX" ] || die "busybox not found at $BUSYBOX (Debian: busybox-static)"
 	for b in "$KUBECTL" openssl curl iptables ip python3; do command -v "$b" >/dev/null || die "$b not found"; done
 	[ -f "$CRDS" ] || die "Longhorn CRDs not found at $CRDS (set E2E_CRDS)"
+	suite_preflight
 }
 
 # refuse: nothing of another cluster may be here. Leftovers of our own (DIR/owner) are
@@ -105,12 +124,16 @@ up() {
 	refuse
 	mkdir -p "$DIR/log" "$DIR/pids" "$DIR/images"
 	echo "$OWNER" >"$DIR/owner"
+	echo "$SUITE" >"$DIR/suite"
+	echo "$NODES" >"$DIR/nodes"
 	: >"$DIR/state.env"
 	: >"$DIR/resolv.conf"
 	ls -d /run/netns/cni-* 2>/dev/null >"$DIR/netns.before" || true
 	# The network rule first: Service CIDR routed to our bridge, checked, before any component.
 	net_up
+	suite_host_up
 	images_build
+	suite_images
 	cni_bin
 	pki_up
 	control_up
@@ -140,6 +163,7 @@ down() {
 	for i in $(seq 1 "$NODES"); do node_down "$i"; done
 	for n in kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_named "$n"; done
 	proxy_cleanup
+	suite_host_down
 	net_down
 	umount_under "$DIR"
 	rm -rf "$DIR"
@@ -164,10 +188,10 @@ checks)
 	[ -f "$DIR/owner" ] || die "no cluster of this harness in $DIR: run $0 up first"
 	shift
 	[ $# -gt 0 ] || die "usage: $0 checks FN... (the steps of run_checks in e2e/cluster/checks.sh)"
-	# shellcheck source=e2e/cluster/checks.sh
-	. "$E2E/cluster/checks.sh"
+	# shellcheck source=/dev/null
+	. "$CHECKS"
 	for fn in "$@"; do
-		[ "$(type -t "$fn")" = function ] || die "no step $fn in e2e/cluster/checks.sh"
+		[ "$(type -t "$fn")" = function ] || die "no step $fn in $CHECKS"
 		"$fn"
 	done
 	summary
@@ -177,8 +201,8 @@ run)
 	trap 'rc=$?; [ "${E2E_CLUSTER_KEEP:-0}" = 1 ] || down; exit $rc' EXIT
 	trap 'exit 2' INT TERM
 	up
-	# shellcheck source=e2e/cluster/checks.sh
-	. "$E2E/cluster/checks.sh"
+	# shellcheck source=/dev/null
+	. "$CHECKS"
 	run_checks
 	;;
 *) die "usage: $0 [run|up|down|checks FN...]" ;;

@@ -89,7 +89,7 @@ control_up() {
 		--service-account-issuer=https://kubernetes.default.svc \
 		--service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
 		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-		--service-cluster-ip-range="$SVC_CIDR" --allow-privileged=false --profiling=false
+		--service-cluster-ip-range="$SVC_CIDR" --allow-privileged="$ALLOW_PRIVILEGED" --profiling=false
 	wait_for 120 api_ready || {
 		tail -n 20 "$DIR/log/kube-apiserver.log" >&2
 		die "kube-apiserver did not become ready within 120 s"

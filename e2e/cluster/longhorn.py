@@ -189,6 +189,10 @@ def detach(args):
         patch("instancemanagers.longhorn.io", im_name(node), {"status": {"instanceEngines": {engine: None}}}, status=True)
     patch("engines.longhorn.io", engine, {"spec": {"desireState": "stopped", "nodeID": ""}})
     patch("engines.longhorn.io", engine, {"status": {"currentState": "stopped", "instanceManagerName": "", "started": False}}, status=True)
+    # As real Longhorn v1.12.1 leaves a stopped engine: these two maps are null, not absent (a
+    # merge patch cannot write null, a JSON patch can).
+    kubectl("-n", NS, "patch", "engines.longhorn.io", engine, "--type=json", "--subresource=status", "-p", json.dumps(
+        [{"op": "add", "path": f"/status/{key}", "value": None} for key in ("replicaModeMap", "rebuildStatus")]))
     patch("volumes.longhorn.io", args.name, {"spec": {"nodeID": ""}})
     patch("volumes.longhorn.io", args.name, {"status": {"state": "detached", "currentNodeID": "", "robustness": "unknown",
           "kubernetesStatus": {"workloadsStatus": []}}}, status=True)

@@ -165,10 +165,18 @@ impl<'a, V> IntoIterator for &'a SmallMap<V> {
     }
 }
 
+/// `null` reads as empty: Go marshals a nil map without `omitempty` as `null` (a stopped
+/// Longhorn Engine's `replicaModeMap` and `rebuildStatus`).
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for SmallMap<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(BTreeMap::<Name, V>::deserialize(d)?.into_iter().collect())
+        Ok(null_as_empty::<_, BTreeMap<Name, V>>(d)?.into_iter().collect())
     }
+}
+
+/// Reads a collection that Go may have marshalled as `null` (a nil map or slice in a field
+/// without `omitempty`) as empty.
+pub fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 impl<V: Serialize> Serialize for SmallMap<V> {

@@ -207,6 +207,7 @@ pub struct LonghornNode {
 pub struct LonghornNodeSpec {
     pub allow_scheduling: bool,
     pub eviction_requested: bool,
+    #[serde(deserialize_with = "super::super::meta::null_as_empty")]
     pub disks: BTreeMap<String, DiskSpec>,
 }
 
@@ -220,6 +221,7 @@ pub struct DiskSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LonghornNodeStatus {
+    #[serde(deserialize_with = "super::super::meta::null_as_empty")]
     pub conditions: Vec<Condition>,
     pub auto_evicting: bool,
 }
@@ -300,9 +302,12 @@ pub struct InstanceManagerStatus {
     pub current_state: Name,
     pub ip: Name,
     /// Engine names it runs (their status is not kept).
+    #[serde(deserialize_with = "super::super::meta::null_as_empty")]
     pub instance_engines: BTreeMap<Name, Present>,
     /// Engine-frontend names it runs (v2 data engine; their status is not kept).
+    #[serde(deserialize_with = "super::super::meta::null_as_empty")]
     pub instance_engine_frontends: BTreeMap<Name, Present>,
     /// Replica names it runs (their status is not kept).
+    #[serde(deserialize_with = "super::super::meta::null_as_empty")]
     pub instance_replicas: BTreeMap<Name, Present>,
 }

@@ -1,0 +1,36 @@
+# The checks of the real-Longhorn suite (make e2e-longhorn: e2e/cluster.sh with
+# E2E_CLUSTER_SUITE=longhorn), in order; each scenario prints its timeline. Sourced after the
+# cluster is up. Scenarios (docs/install.md, "Real Longhorn"):
+#   a. Longhorn up, the guard reading it      b. drains beside Longhorn's node-drain-policy
+#   c. a real rebuild, check drain --wait     e. no false allow through Longhorn's churn
+#   d. longhorn#10833 diagnosed live (last: it deletes a Node)
+PASSED=0
+FAILED=0
+FAILURES=()
+for f in install drain; do
+	# shellcheck source=/dev/null
+	. "$E2E/cluster/$f.sh"
+done
+for f in longhorn drains rebuild churn; do
+	# shellcheck source=/dev/null
+	. "$E2E/longhorn/$f.sh"
+done
+
+run_checks() {
+	longhorn_up
+	install_guard
+	check_guard_reads_longhorn
+	check_policy_drains
+	check_rebuild
+	check_churn
+	check_10833
+	summary
+}
+
+summary() {
+	log "summary"
+	for f in "${LH_FIGURES[@]}"; do printf '    %s\n' "$f"; done
+	for f in "${FAILURES[@]}"; do printf 'FAIL - %s\n' "$f"; done
+	printf '%s passed, %s failed\n' "$PASSED" "$FAILED"
+	[ "$FAILED" -eq 0 ]
+}
