@@ -298,7 +298,6 @@ fn parse_review_checked(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     Ok(req)
 }
 
-mod json;
 mod response;
 
 pub use response::{response_review, ResponseReview};
