@@ -27,6 +27,7 @@ pub mod policy;
 pub mod review;
 pub mod server;
 pub mod signal;
+#[cfg(feature = "synthetic")]
 pub mod synthetic;
 pub mod tls;
 pub mod yaml;
