@@ -7,7 +7,8 @@
 //! `BENCH_STRANDED` volumes whose only healthy replica is there (second node), and one that is
 //! denied for the `BENCH_ATTACHED` volumes whose engines run there (third node). Sizes:
 //! `BENCH_NODES` (default 30), `BENCH_VOLUMES` (default 10000), 3 replicas each; every odd
-//! volume is attached. `BENCH_ONLY=deny` runs only the cases whose name contains that text
+//! volume is attached. `BENCH_INDEX=0` builds the view without the drain index.
+//! `BENCH_ONLY=deny` runs only the cases whose name contains that text
 //! (for a profiler: `valgrind --tool=callgrind --toggle-collect=decide::bench` counts only the
 //! measured cases, not the cluster's construction).
 
@@ -265,8 +266,16 @@ fn main() {
     let count = objects.len();
     // A watch view just synced: every kind current, as `drain.reuseCurrentKinds` reuses them.
     let now = SystemTime::now();
-    let view = ClusterView::from_objects(Source::Watch, objects, now)
-        .derive(longhorn_guard::policy::drain::derivations(), now);
+    // `BENCH_INDEX=0`: without the drain index (the rebuild marks only), as docs/layers.md
+    // says a view answers the same, only slower.
+    let derivations = if std::env::var("BENCH_INDEX").as_deref() == Ok("0") {
+        longhorn_guard::cluster::Derivations::new(vec![Box::new(
+            longhorn_guard::policy::drain::RebuildMarks::default(),
+        )])
+    } else {
+        longhorn_guard::policy::drain::derivations()
+    };
+    let view = ClusterView::from_objects(Source::Watch, objects, now).derive(derivations, now);
     let built = t.elapsed();
     let after = rss_kib();
     let live = LIVE.load(Ordering::Relaxed).saturating_sub(live_before) as f64 / 1_048_576.0;

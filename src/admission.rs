@@ -71,28 +71,37 @@ pub struct UserInfo {
 }
 
 /// An object a request carries (`object`, `oldObject`): kept as its JSON text and read into
-/// a [`Value`] the first time a rule looks at it (through `Deref`), so a request whose rule
-/// never reads it (an eviction's `Eviction`, with its managed fields) builds no tree for it.
-/// It compares, prints and serialises as that value.
+/// a [`Value`] the first time a rule looks at it, so a request no rule handles builds no tree
+/// for it. [`Embedded::read`] says why a text cannot be read (past serde_json's nesting
+/// limit, which the request's own parse does not apply to an embedded object); through
+/// `Deref` such an object reads as `null`. It compares, prints and serialises as its value.
 #[derive(Clone, Default)]
 pub struct Embedded {
     raw: Option<Box<serde_json::value::RawValue>>,
-    value: std::sync::OnceLock<Value>,
+    value: std::sync::OnceLock<Result<Value, String>>,
 }
 
+/// What an unreadable object reads as through `Deref`.
+static UNREADABLE: Value = Value::Null;
+
 impl Embedded {
-    /// The value, read from the text on first use (valid JSON by construction; `null` past
-    /// serde_json's nesting limit, which the request's own parse shares).
+    /// The value, read from the text on first use, or why the text is not a value.
+    pub fn read(&self) -> Result<&Value, &str> {
+        let parsed = self.value.get_or_init(|| match self.raw.as_deref() {
+            Some(r) => serde_json::from_str(r.get()).map_err(|e| e.to_string()),
+            None => Ok(Value::Null),
+        });
+        parsed.as_ref().map_err(String::as_str)
+    }
+
     fn value(&self) -> &Value {
-        self.value.get_or_init(|| {
-            self.raw.as_deref().and_then(|r| serde_json::from_str(r.get()).ok()).unwrap_or(Value::Null)
-        })
+        self.read().unwrap_or(&UNREADABLE)
     }
 }
 
 impl From<Value> for Embedded {
     fn from(v: Value) -> Self {
-        Self { raw: None, value: std::sync::OnceLock::from(v) }
+        Self { raw: None, value: std::sync::OnceLock::from(Ok(v)) }
     }
 }
 
@@ -106,9 +115,13 @@ impl std::ops::Deref for Embedded {
 impl std::ops::DerefMut for Embedded {
     fn deref_mut(&mut self) -> &mut Value {
         self.value();
-        // The value is what counts from now on.
+        // The value is what counts from now on (`null` for an unreadable text).
         self.raw = None;
-        self.value.get_mut().expect("read just now")
+        let slot = self.value.get_mut().expect("read just now");
+        if slot.is_err() {
+            *slot = Ok(Value::Null);
+        }
+        slot.as_mut().expect("set just now")
     }
 }
 
@@ -285,7 +298,6 @@ fn parse_review_checked(body: &[u8]) -> Result<AdmissionRequest, ReviewError> {
     Ok(req)
 }
 
-mod json;
 mod response;
 
 pub use response::{response_review, ResponseReview};

@@ -168,7 +168,7 @@ impl Admitter {
 /// One structured event per decision: denials and overrides at WARN/INFO with their reason.
 /// Request-supplied fields are cut to a fixed length (`crate::clip`).
 pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
-    use crate::clip::{clip, clip_joined, clip_line_to, MAX_FIELD, MAX_TEXT};
+    use crate::clip::{clip, clip_to, MAX_TEXT};
     let node = d.details.node.as_deref().unwrap_or("");
     let message = d.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
     let code = d.status.as_ref().map(|s| s.code).unwrap_or(200);
@@ -179,7 +179,7 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
                 uid = %clip(&req.uid),
                 user = %clip(&req.user_info.username),
                 webhook = kind.as_str(),
-                resource = %clip_joined(&req.resource_parts(), "", MAX_FIELD),
+                resource = %clip(&req.resource_label()),
                 operation = req.operation.as_str(),
                 namespace = %clip(req.namespace()),
                 name = %clip(req.name()),
@@ -188,11 +188,11 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
                 decision = d.outcome(),
                 code,
                 node = %clip(node),
-                volumes = %clip_joined(&d.details.volumes, ",", MAX_TEXT),
+                volumes = %clip_to(&d.details.volumes.join(","), MAX_TEXT),
                 overridden = %clip(d.details.overridden.as_deref().unwrap_or("")),
                 warnings = d.warnings.len(),
                 // One event, one line: a message's line breaks are joined in the log.
-                reason = %clip_line_to(message, MAX_TEXT),
+                reason = %clip_to(&message.replace(['\r', '\n'], " "), MAX_TEXT),
                 $msg
             )
         };

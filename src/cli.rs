@@ -122,8 +122,6 @@ fn log_filter(s: &str) -> Result<String, String> {
 /// Installs logging, builds the runtime and runs the subcommand.
 pub fn run(cli: Cli) -> ExitCode {
     init_logging(cli.log_format, &cli.log_level);
-    // Every logged line is written before the process ends, unwinding or not.
-    let _flush = crate::log_writer::FlushOnDrop;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -156,21 +154,10 @@ fn init_logging(format: LogFormat, filter: &str) {
         // A log line that cannot be written (standard error closed or full) is dropped;
         // reporting that on standard error again would panic.
         .log_internal_errors(false);
-    // Lines leave in batches from a thread of their own (`log_writer`), or directly when that
-    // thread cannot start. A panic's message follows the lines logged before it.
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        crate::log_writer::flush();
-        previous(info)
-    }));
-    use tracing_subscriber::fmt::writer::BoxMakeWriter;
-    let writer = match crate::log_writer::stderr() {
-        Some(batched) => BoxMakeWriter::new(batched),
-        None => BoxMakeWriter::new(std::io::stderr),
-    };
-    let builder = builder.with_writer(writer);
+    // Each line is written to standard error as it is logged, in one write.
+    let builder = builder.with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Text => builder.fmt_fields(crate::log_fields::PlainFields).try_init(),
+        LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }

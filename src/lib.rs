@@ -21,15 +21,13 @@ pub mod exposition;
 pub mod gate;
 pub mod heap;
 pub mod lint;
-pub mod log_fields;
-pub mod log_writer;
 pub mod mutate;
 pub mod output;
 pub mod policy;
 pub mod review;
 pub mod server;
 pub mod signal;
-pub mod swar;
+#[cfg(feature = "synthetic")]
 pub mod synthetic;
 pub mod tls;
 pub mod yaml;

@@ -17,8 +17,6 @@ pub fn stdout(text: &str) -> Result<(), String> {
 /// error is gone or full (a closed pipe, `2>/dev/full`) the line is dropped and the command
 /// goes on to its exit status.
 pub fn stderr_line(line: &str) {
-    // After the lines logged before it.
-    crate::log_writer::flush();
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}").and_then(|()| err.flush());
 }

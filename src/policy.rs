@@ -5,47 +5,48 @@
 
 pub mod config;
 pub mod drain;
+mod handled;
 pub mod replicas;
 pub mod settings;
 
 use std::time::SystemTime;
 
 pub use config::*;
+pub use handled::{Eviction, Handled};
 
-use crate::admission::{AdmissionRequest, Operation};
+use crate::admission::{AdmissionRequest, Embedded};
 use crate::cluster::ClusterView;
 use crate::decision::Decision;
 
-/// Why a rule could not read the request it was given. The edge answers these as a denial
-/// with code 400 (never a silent allow).
+/// Why a request's objects cannot be read. The edge answers these as a denial with code
+/// 400 (never a silent allow).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RuleError {
     #[error("request.{field} is missing")]
     Missing { field: &'static str },
+    /// `field` is the path to what is wrong: `object`, `object.spec.numberOfReplicas`.
     #[error("request.{field} is malformed: {message}")]
-    Malformed { field: &'static str, message: String },
+    Malformed { field: String, message: String },
 }
 
-/// The validating webhook: routes the request to the rule that owns it.
-/// Resources no rule handles are allowed with no warnings.
+/// The validating webhook: converts the request's objects into its kind's types
+/// ([`Handled::of`]) and asks the rule that owns it. Resources no rule handles are allowed with
+/// no warnings; a handled one whose objects cannot be read is denied with 400.
 pub fn validate(req: &AdmissionRequest, view: &ClusterView, policy: &Policy, now: SystemTime) -> Decision {
-    let res = &req.resource;
-    let result = match (res.group.as_str(), res.resource.as_str(), req.sub_resource(), req.operation) {
-        ("", "pods", "eviction", Operation::Create) => drain::eviction(req, view, policy, now),
-        ("", "nodes", "", Operation::Delete) => drain::node_delete(req, view, policy, now),
-        ("", "nodes", "", Operation::Update) => drain::node_update(req, view, policy, now),
-        ("longhorn.io", "settings", "", Operation::Create | Operation::Update) => {
-            settings::setting(req, view, policy)
-        }
-        ("longhorn.io", "volumes", "", Operation::Create | Operation::Update) => {
-            replicas::volume(req, view, policy)
-        }
-        ("storage.k8s.io", "storageclasses", "", Operation::Create) => {
-            replicas::storage_class(req, view, policy)
-        }
-        _ => Ok(Decision::allow()),
-    };
-    finish(result)
+    finish(decide(req, view, policy, now))
+}
+
+/// [`validate`] before its rule errors are answered.
+pub fn decide(
+    req: &AdmissionRequest,
+    view: &ClusterView,
+    policy: &Policy,
+    now: SystemTime,
+) -> Result<Decision, RuleError> {
+    match Handled::of(req)? {
+        Some(handled) => handled.decide(req, view, policy, now),
+        None => Ok(Decision::allow()),
+    }
 }
 
 /// Turns a rule result into the final decision: rule errors become a 400 denial, and the
@@ -61,28 +62,49 @@ pub fn finish(result: Result<Decision, RuleError>) -> Decision {
 
 /// The request's `object`, or an error naming it.
 pub fn object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleError> {
-    req.object.as_deref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "object" })
+    embedded("object", req.object.as_ref())
 }
 
 /// The request's `oldObject`, or an error naming it.
 pub fn old_object(req: &AdmissionRequest) -> Result<&serde_json::Value, RuleError> {
-    req.old_object.as_deref().filter(|o| !o.is_null()).ok_or(RuleError::Missing { field: "oldObject" })
+    embedded("oldObject", req.old_object.as_ref())
+}
+
+fn embedded<'a>(field: &'static str, e: Option<&'a Embedded>) -> Result<&'a serde_json::Value, RuleError> {
+    let value = e
+        .map(Embedded::read)
+        .transpose()
+        .map_err(|why| RuleError::Malformed { field: field.to_string(), message: why.to_string() })?;
+    value.filter(|o| !o.is_null()).ok_or(RuleError::Missing { field })
 }
 
 /// Parses `value` (the request's object or oldObject) into a typed object, reading `null` as Go
 /// decodes it into the API's types: a field set to `null` is unset (a manifest's `parameters:`
 /// with every entry templated away is no parameters, not a malformed object), and a `null`
 /// value in a string map ([`STRING_MAPS`]) is the empty string (`numberOfReplicas: ~` is `""`,
-/// which Longhorn cannot read, not a missing parameter).
+/// which Longhorn cannot read, not a missing parameter). The value must be a JSON object; an
+/// error names the path to what is wrong under `field`.
 pub fn typed<T: serde::de::DeserializeOwned>(
     field: &'static str,
     value: &serde_json::Value,
 ) -> Result<T, RuleError> {
-    let malformed = |e: serde_json::Error| RuleError::Malformed { field, message: e.to_string() };
+    // A Kubernetes object is a JSON object (serde would read a struct from an array too).
+    if !value.is_object() {
+        let message = format!("expected a JSON object, found {}", crate::yaml::json_type(value));
+        return Err(RuleError::Malformed { field: field.to_string(), message });
+    }
+    let malformed = |e: serde_path_to_error::Error<serde_json::Error>| {
+        let field = match e.path().to_string() {
+            root if root == "." => field.to_string(),
+            path if path.starts_with('[') => format!("{field}{path}"),
+            path => format!("{field}.{path}"),
+        };
+        RuleError::Malformed { field, message: e.into_inner().to_string() }
+    };
     if has_null_field(value) {
-        T::deserialize(without_null_fields(value)).map_err(malformed)
+        serde_path_to_error::deserialize(&without_null_fields(value)).map_err(malformed)
     } else {
-        T::deserialize(value).map_err(malformed)
+        serde_path_to_error::deserialize(value).map_err(malformed)
     }
 }
 

@@ -681,7 +681,7 @@ fn cordon_warns_within_the_limits_and_never_denies() {
 }
 
 #[test]
-fn node_update_with_unreadable_objects_is_allowed_with_one_warning() {
+fn node_update_with_unreadable_objects_is_a_bad_request() {
     let body = read_json("admission/node-update-cordon.json");
     let mut no_old = body.clone();
     no_old["request"].as_object_mut().unwrap().remove("oldObject");
@@ -694,17 +694,22 @@ fn node_update_with_unreadable_objects_is_allowed_with_one_warning() {
     for (case, b, want) in [
         ("missing oldObject", &no_old, "request.oldObject is missing"),
         ("null oldObject", &null_old, "request.oldObject is missing"),
-        ("odd oldObject", &odd_old, "request.oldObject is malformed"),
-        ("odd object", &odd_new, "request.object is malformed"),
+        (
+            "odd oldObject",
+            &odd_old,
+            "request.oldObject.spec is malformed: invalid type: string \"not an object\", expected struct NodeSpec",
+        ),
+        (
+            "odd object",
+            &odd_new,
+            "request.object.spec.unschedulable is malformed: invalid type: string \"yes\", expected a boolean",
+        ),
     ] {
         let d = decide(&State::base(), b, &Policy::default());
-        assert_allowed(&d);
-        assert_eq!(d.warnings.len(), 1, "{case}: {:?}", d.warnings);
-        let w = &d.warnings[0];
-        assert!(w.starts_with("longhorn-guard: could not read this Node update ("), "{case}: {w}");
-        assert!(w.contains(want), "{case}: {w}");
-        assert!(w.ends_with("); no drain preview"), "{case}: {w}");
-        assert!(w.chars().count() <= MAX_WARNING_LEN, "{case}: {w}");
+        assert!(!d.allowed, "{case}");
+        let st = d.status.as_ref().unwrap();
+        assert_eq!((st.code, st.message.as_str()), (400, format!("longhorn-guard: {want}").as_str()), "{case}");
+        assert!(d.warnings.is_empty(), "{case}: {:?}", d.warnings);
     }
 }
 

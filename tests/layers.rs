@@ -12,27 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a module imports only from its own layer and the layers below.
-/// `util` holds the helpers every layer uses (clipping, durations, exposition, heap, the log
-/// writer, output, signals, YAML limits, certificates and TLS), which import nothing else of
+/// `util` holds the helpers every layer uses (clipping, durations, exposition, heap,
+/// output, signals, YAML limits, certificates and TLS), which import nothing else of
 /// the crate.
 const LAYERS: &[(&str, &[&str])] = &[
-    (
-        "util",
-        &[
-            "clip",
-            "duration",
-            "exposition",
-            "heap",
-            "log_fields",
-            "log_writer",
-            "output",
-            "signal",
-            "swar",
-            "yaml",
-            "certs",
-            "tls",
-        ],
-    ),
+    ("util", &["clip", "duration", "exposition", "heap", "output", "signal", "yaml", "certs", "tls"]),
     ("cluster", &["cluster"]),
     ("decision", &["decision", "admission"]),
     ("rules", &["policy", "gate", "mutate", "lint"]),

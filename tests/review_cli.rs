@@ -124,3 +124,40 @@ fn mutate_returns_a_base64_json_patch() {
         "the gate is injected: {ops:?}"
     );
 }
+
+/// The log contract: a denial is one WARN line, `admission denied`, with its fields and
+/// reason, request-supplied text escaped so it cannot start a line of its own.
+#[test]
+fn a_denial_is_one_log_line_with_its_fields_and_reason() {
+    let mut body: Value = serde_json::from_slice(&fixture("admission/eviction-create.json")).unwrap();
+    body["request"]["uid"] = Value::from("u-1\nforged ERROR line\\n");
+    let out = run::with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_longhorn-guard"))
+            .args(["--log-format", "text", "--log-level", "info", "review", "--state", &snapshot()])
+            .env_remove("LONGHORN_GUARD_POLICY"),
+        &serde_json::to_vec(&body).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let line = lines[0];
+    assert!(
+        line.contains(" WARN longhorn_guard::admit: admission denied uid=u-1\\nforged ERROR line\\\\n "),
+        "{line}"
+    );
+    for field in [
+        "user=kubernetes-admin",
+        "webhook=\"validate\"",
+        "resource=pods/eviction",
+        "operation=\"CREATE\"",
+        "namespace=longhorn-system",
+        "name=instance-manager-7b9c5d2e1f3a",
+        "rule=\"drain\"",
+        "decision=\"deny\"",
+        "code=429",
+        "reason=longhorn-guard: pod longhorn-system/instance-manager-7b9c5d2e1f3a is not in the snapshot",
+    ] {
+        assert!(line.contains(&format!(" {field}")), "{field} in {line}");
+    }
+}

@@ -40,7 +40,7 @@ pub use message::{
 use crate::admission::AdmissionRequest;
 use crate::cluster::{ClusterView, Node, Source, LONGHORN_NAMESPACE};
 use crate::decision::{clip, Decision, Details, MAX_WARNING_LEN};
-use crate::policy::{object, old_object, typed, DrainAction, Policy, RuleError};
+use crate::policy::{DrainAction, Policy, RuleError};
 
 /// What is being done to the node, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,13 +230,14 @@ fn guard(
     d.rule(act.rule())
 }
 
-/// Core `nodes` DELETE: the node is in `oldObject` (`object` is null).
+/// Core `nodes` DELETE: the node is `old`, the request's `oldObject` (`object` is null).
 ///
 /// Denied like an eviction when it would strand data. When it is allowed but the node still
 /// holds Longhorn replicas, a warning says so: replicas left on a deleted node keep later
 /// drains of other nodes from finishing under Longhorn's own rule (Longhorn #10833).
 pub fn node_delete(
     req: &AdmissionRequest,
+    old: &Node,
     view: &ClusterView,
     policy: &Policy,
     now: SystemTime,
@@ -244,7 +245,6 @@ pub fn node_delete(
     if policy.drain.action == DrainAction::Off {
         return Ok(Decision::allow().rule("node-delete"));
     }
-    let old: Node = typed("oldObject", old_object(req)?)?;
     let name = match req.name() {
         "" => old.metadata.name.as_deref().unwrap_or_default().to_string(),
         n => n.to_string(),
@@ -279,37 +279,30 @@ fn leftover_replicas(node: &str, left: usize) -> String {
     }
 }
 
-/// Core `nodes` UPDATE. Only a cordon (`spec.unschedulable` turning true) is looked at, and
-/// never denied: it is allowed with warnings that list what a drain will wait for. An update
-/// whose objects cannot be read is allowed too, with one warning saying so.
+/// Core `nodes` UPDATE from `old` to `new`. Only a cordon (`spec.unschedulable` turning
+/// true) is looked at, and never denied: it is allowed with warnings that list what a drain
+/// will wait for.
 pub fn node_update(
     req: &AdmissionRequest,
+    new: &Node,
+    old: &Node,
     view: &ClusterView,
     policy: &Policy,
     now: SystemTime,
-) -> Result<Decision, RuleError> {
+) -> Decision {
     if policy.drain.action == DrainAction::Off {
-        return Ok(Decision::allow());
+        return Decision::allow();
     }
-    let read = || -> Result<(Node, Node), RuleError> {
-        Ok((typed("object", object(req)?)?, typed("oldObject", old_object(req)?)?))
-    };
-    let (new, old) = match read() {
-        Ok(pair) => pair,
-        Err(e) => {
-            return Ok(Decision::warn(vec![unreadable_update(&e.to_string())]).rule("cordon"));
-        }
-    };
     let cordon = new.spec.unschedulable == Some(true) && old.spec.unschedulable != Some(true);
     if !cordon {
-        return Ok(Decision::allow());
+        return Decision::allow();
     }
     let name = match req.name() {
         "" => new.metadata.name.as_deref().unwrap_or_default().to_string(),
         n => n.to_string(),
     };
     if name.is_empty() {
-        return Ok(Decision::warn(vec![unreadable_update("it names no node")]).rule("cordon"));
+        return Decision::warn(vec![unreadable_update("it names no node")]).rule("cordon");
     }
     let node_override = override_reason(&new.metadata);
     let b = Blockers::of(view, &name, policy, node_override);
@@ -317,7 +310,7 @@ pub fn node_update(
     let mut d = Decision::allow().rule("cordon");
     d.details.node = Some(name.clone());
     if b.blocking.is_empty() && unmapped.is_empty() {
-        return Ok(d);
+        return d;
     }
     d.details.volumes = b.blocking.clone();
     let head = format!(
@@ -327,11 +320,11 @@ pub fn node_update(
     let shown = b.reports(&b.blocking, listed_in_warnings(policy), policy, now);
     let listing = Listing { shown: &shown, volumes: b.blocking.len(), unmapped: &unmapped };
     d.warnings = warning_lines(head, &name, listing, policy);
-    Ok(d)
+    d
 }
 
-/// The one warning for a Node update longhorn-guard cannot read; the reason is clipped so
-/// the line keeps its end within [`MAX_WARNING_LEN`].
+/// The one warning for a cordon longhorn-guard cannot place; the reason is clipped so the
+/// line keeps its end within [`MAX_WARNING_LEN`].
 fn unreadable_update(why: &str) -> String {
     const HEAD: &str = "longhorn-guard: could not read this Node update (";
     const TAIL: &str = "); no drain preview";

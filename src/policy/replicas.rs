@@ -17,15 +17,12 @@ mod storage_class;
 mod volume;
 mod wording;
 
-use serde_json::Value;
-
 use crate::admission::AdmissionRequest;
-use crate::cluster::ClusterView;
+use crate::cluster::{ClusterView, Meta};
 use crate::decision::{Cause, Decision, Subject};
 use crate::policy::{Policy, ReplicaAction};
 pub use default_count::{parse_default_count, suggested_count, DefaultCount};
 pub use setting::setting;
-pub(crate) use setting::setting_value;
 pub use storage_class::storage_class;
 pub use volume::volume;
 pub use wording::{about, clip_middle, trade_off};
@@ -104,8 +101,8 @@ fn decide(findings: Vec<Finding>, policy: &Policy, req: &AdmissionRequest, name:
 }
 
 /// The object's `metadata.name`, else the request's name.
-pub(crate) fn object_name<'a>(req: &'a AdmissionRequest, obj: &'a Value) -> &'a str {
-    obj.pointer("/metadata/name").and_then(Value::as_str).filter(|n| !n.is_empty()).unwrap_or(req.name())
+pub(crate) fn object_name<'a>(req: &'a AdmissionRequest, meta: &'a Meta) -> &'a str {
+    meta.name.as_deref().filter(|n| !n.is_empty()).unwrap_or(req.name())
 }
 
 /// A boolean setting as Longhorn reads it (Go's `strconv.ParseBool`): `1`, `t`, `T`, `TRUE`,

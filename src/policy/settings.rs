@@ -1,33 +1,34 @@
 //! Settings that remove protection (`rule: settings`): `node-drain-policy` and
 //! `storage-network`. These are always warnings, whatever `replicas.action` says.
 
-use serde_json::Value;
-
-use crate::admission::{AdmissionRequest, Operation};
-use crate::cluster::ClusterView;
+use crate::admission::AdmissionRequest;
+use crate::cluster::{ClusterView, Setting};
 use crate::decision::{Decision, MAX_WARNING_LEN};
-use crate::policy::replicas::{self, clip_middle, object_name, setting_value, PREFIX};
-use crate::policy::{object, DrainAction, Policy, RuleError};
+use crate::policy::replicas::{self, clip_middle, object_name, PREFIX};
+use crate::policy::{DrainAction, Policy};
 
-/// `settings.longhorn.io` CREATE/UPDATE: `default-replica-count` in [`replicas::setting`],
-/// `node-drain-policy` and `storage-network` here.
-pub fn setting(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
-    let obj = object(req)?;
-    let name = object_name(req, obj);
+/// `settings.longhorn.io` CREATE/UPDATE of `new` (`old`: an UPDATE's old object):
+/// `default-replica-count` in [`replicas::setting`], `node-drain-policy` and
+/// `storage-network` here.
+pub fn setting(
+    req: &AdmissionRequest,
+    new: &Setting,
+    old: Option<&Setting>,
+    view: &ClusterView,
+    policy: &Policy,
+) -> Decision {
+    let name = object_name(req, &new.metadata);
     if name == replicas::DEFAULT_REPLICA_COUNT {
-        return replicas::setting(req, view, policy);
+        return replicas::setting(req, new, old, view, policy);
     }
-    let value = setting_value(obj)?;
-    let old_value = match (req.operation, req.old_object.as_ref()) {
-        (Operation::Update, Some(old)) => old.get("value").and_then(Value::as_str),
-        _ => None,
-    };
+    let value = new.value.as_str();
+    let old_value = old.map(|o| o.value.as_str());
     let warning = match name {
         "node-drain-policy" => node_drain_policy(value, policy),
         "storage-network" if old_value != Some(value) => storage_network(value, policy),
         _ => None,
     };
-    Ok(Decision::warn(warning.into_iter().collect()).rule("settings"))
+    Decision::warn(warning.into_iter().collect()).rule("settings")
 }
 
 fn node_drain_policy(value: &str, policy: &Policy) -> Option<String> {

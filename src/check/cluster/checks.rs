@@ -28,7 +28,7 @@ pub fn run_all(
     out.extend(backups::backup_target(inv));
     out.extend(jobs::recurring_jobs(inv));
     out.extend(backups::snapshot_retention(inv));
-    out.extend(volumes::replica_count(inv, view, policy));
+    out.extend(volumes::replica_count(inv, view, policy, now));
     out.extend(volumes::volume_health(inv, view, policy, now));
     out.extend(volumes::settings(inv, policy));
     out.extend(network::storage_network(inv));

@@ -3,30 +3,30 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use super::wording::trade_off;
 use super::{decide, object_name, parse_default_count, DefaultCount, Finding, DEFAULT_REPLICA_COUNT, PREFIX};
-use crate::admission::{AdmissionRequest, Operation};
-use crate::cluster::ClusterView;
+use crate::admission::AdmissionRequest;
+use crate::cluster::{ClusterView, Setting};
 use crate::decision::Decision;
-use crate::policy::{object, Policy, RuleError};
+use crate::policy::Policy;
 
-/// `settings.longhorn.io` CREATE/UPDATE of `default-replica-count` ([`crate::policy::settings::setting`]
-/// routes every Setting; another name is allowed here without a finding).
-pub fn setting(req: &AdmissionRequest, _view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
-    let obj = object(req)?;
-    let name = object_name(req, obj);
+/// `settings.longhorn.io` CREATE/UPDATE of `default-replica-count` to `new` (`old`: an
+/// UPDATE's old object), routed here by [`crate::policy::settings::setting`]; another name is
+/// allowed here without a finding.
+pub fn setting(
+    req: &AdmissionRequest,
+    new: &Setting,
+    old: Option<&Setting>,
+    _view: &ClusterView,
+    policy: &Policy,
+) -> Decision {
+    let name = object_name(req, &new.metadata);
     if name != DEFAULT_REPLICA_COUNT {
-        return Ok(Decision::allow());
+        return Decision::allow();
     }
-    let value = setting_value(obj)?;
     // The old counts, for an UPDATE: `None` for a CREATE or an unreadable old value.
-    let old = match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
-        (Operation::Update, Some(o)) => setting_value(o).ok().and_then(|v| parse_default_count(v).ok()),
-        _ => None,
-    };
-    let findings = match parse_default_count(value) {
+    let old = old.and_then(|o| parse_default_count(&o.value).ok());
+    let findings = match parse_default_count(&new.value) {
         Err(why) => vec![Finding::new(
             "value",
             format!("{PREFIX}cannot read {DEFAULT_REPLICA_COUNT} {why}; not checked"),
@@ -34,16 +34,7 @@ pub fn setting(req: &AdmissionRequest, _view: &ClusterView, policy: &Policy) -> 
         )],
         Ok(count) => default_count_findings(&count, policy.replicas.minimum, old.as_ref()),
     };
-    Ok(decide(findings, policy, req, name))
-}
-
-/// `value` of a Setting object: a string, or missing (`""`).
-pub(crate) fn setting_value(obj: &Value) -> Result<&str, RuleError> {
-    match obj.get("value") {
-        None | Some(Value::Null) => Ok(""),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(RuleError::Malformed { field: "object.value", message: "must be a string".into() }),
-    }
+    decide(findings, policy, req, name)
 }
 
 /// One finding per distinct low count, naming every engine that has it. A finding is

@@ -1,15 +1,13 @@
 //! The StorageClass rule: a Longhorn StorageClass's `numberOfReplicas` (or the default it
 //! stands for) against the minimum for its name.
 
-use serde_json::Value;
-
 use super::default_count::LONGHORN_RANGE;
 use super::wording::{quoted, tolerates};
 use super::{decide, object_name, view_default, Finding, DEFAULT_REPLICA_COUNT, LONGHORN_PROVISIONER};
 use crate::admission::AdmissionRequest;
 use crate::cluster::{ClusterView, StorageClass};
 use crate::decision::Decision;
-use crate::policy::{object, typed, Policy, RuleError};
+use crate::policy::Policy;
 
 /// The minimum for a StorageClass: its override by name, else `replicas.minimum`.
 /// With where it comes from, as messages name it (`storageclass fast minimum`, `policy minimum`).
@@ -20,19 +18,18 @@ fn storage_class_minimum(policy: &Policy, name: &str) -> (i64, String) {
     }
 }
 
-/// `storageclasses` CREATE (StorageClass parameters are immutable).
+/// `storageclasses` CREATE of `sc` (StorageClass parameters are immutable).
 pub fn storage_class(
     req: &AdmissionRequest,
+    sc: &StorageClass,
     view: &ClusterView,
     policy: &Policy,
-) -> Result<Decision, RuleError> {
-    let obj = object(req)?;
+) -> Decision {
     // Another provisioner's parameters are its own business.
-    if obj.get("provisioner").and_then(Value::as_str) != Some(LONGHORN_PROVISIONER) {
-        return Ok(Decision::allow().rule("replicas"));
+    if sc.provisioner != LONGHORN_PROVISIONER {
+        return Decision::allow().rule("replicas");
     }
-    let sc: StorageClass = typed("object", obj)?;
-    let name = object_name(req, obj).to_string();
+    let name = object_name(req, &sc.metadata).to_string();
     let (min, source) = storage_class_minimum(policy, &name);
     let field = "parameters.numberOfReplicas";
     let mut findings = Vec::new();
@@ -73,5 +70,5 @@ pub fn storage_class(
             }
         }
     }
-    Ok(decide(findings, policy, req, &name))
+    decide(findings, policy, req, &name)
 }

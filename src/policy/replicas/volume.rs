@@ -1,15 +1,13 @@
 //! The Volume rule: `numberOfReplicas` (or the default it stands for) against the minimum
 //! for the Volume's namespace, the nodes that can take its replicas, and strict-local data.
 
-use serde_json::Value;
-
 use super::default_count::LONGHORN_RANGE;
 use super::wording::tolerates;
 use super::{decide, go_bool, object_name, view_default, Finding, DEFAULT_REPLICA_COUNT};
-use crate::admission::{AdmissionRequest, Operation};
+use crate::admission::AdmissionRequest;
 use crate::cluster::{ClusterView, Volume};
 use crate::decision::Decision;
-use crate::policy::{object, typed, Policy, RuleError};
+use crate::policy::Policy;
 
 /// The minimum for a Volume: its PVC namespace's override, else `replicas.minimum`.
 struct VolumeMinimum {
@@ -54,25 +52,26 @@ fn volume_minimum(policy: &Policy, volume: &Volume) -> VolumeMinimum {
     VolumeMinimum { value: i64::from(value), source, uncertain }
 }
 
-/// True when the request lowers a count to `new`: a CREATE, or an UPDATE whose old object's
-/// count (`old_count(old)`, `None` when unreadable) is higher or unknown.
-fn lowers(req: &AdmissionRequest, new: i64, old_count: impl Fn(&Value) -> Option<i64>) -> bool {
-    match (req.operation, req.old_object.as_ref().filter(|o| !o.is_null())) {
-        (Operation::Update, Some(old)) => old_count(old).is_none_or(|o| o <= 0 || o > new),
-        _ => true,
-    }
+/// True when the request lowers a count to `new`: a CREATE, or an UPDATE whose old count
+/// (`old`, `None` without an old object) is higher or unset.
+fn lowers(new: i64, old: Option<i64>) -> bool {
+    old.is_none_or(|o| o <= 0 || o > new)
 }
 
-/// `volumes.longhorn.io` CREATE/UPDATE.
-pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Result<Decision, RuleError> {
-    let obj = object(req)?;
-    let vol: Volume = typed("object", obj)?;
-    let name = object_name(req, obj).to_string();
-    let minimum = volume_minimum(policy, &vol);
+/// `volumes.longhorn.io` CREATE/UPDATE of `vol` (`old`: an UPDATE's old object).
+pub fn volume(
+    req: &AdmissionRequest,
+    vol: &Volume,
+    old: Option<&Volume>,
+    view: &ClusterView,
+    policy: &Policy,
+) -> Decision {
+    let name = object_name(req, &vol.metadata).to_string();
+    let minimum = volume_minimum(policy, vol);
     let (min, source) = (minimum.value, &minimum.source);
     let engine = if vol.spec.data_engine.is_empty() { "v1" } else { vol.spec.data_engine.as_str() };
     let set = vol.spec.number_of_replicas;
-    let lowered = lowers(req, set, |old| old.pointer("/spec/numberOfReplicas").and_then(Value::as_i64));
+    let lowered = lowers(set, old.map(|o| o.spec.number_of_replicas));
     let mut findings = Vec::new();
     let mut say = |text: String, short: String, deniable: bool, field: &'static str| {
         findings.push(Finding::about(field, "volume", &name, &text, &short, deniable))
@@ -165,5 +164,5 @@ pub fn volume(req: &AdmissionRequest, view: &ClusterView, policy: &Policy) -> Re
             "spec.dataLocality",
         );
     }
-    Ok(decide(findings, policy, req, &name))
+    decide(findings, policy, req, &name)
 }

@@ -12,7 +12,7 @@ use crate::cluster::{ClusterView, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
 use crate::policy::drain::{override_reason, stalled_rebuilds, waits_for, Blockers, StalledRebuild};
 use crate::policy::replicas::{self, PREFIX};
-use crate::policy::{DrainAction, Policy};
+use crate::policy::{self, DrainAction, Policy};
 
 /// Volumes named in one drain-readiness line before "and N more".
 const SHOWN: usize = 3;
@@ -91,8 +91,8 @@ fn from_decision(object: String, min: u32, d: Result<Decision, crate::policy::Ru
 }
 
 /// `replica-count`: the replica rules over every Volume, StorageClass and the
-/// `default-replica-count` Setting.
-pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy) -> Vec<Finding> {
+/// `default-replica-count` Setting, each asked as the webhook asks it.
+pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<Finding> {
     let min = policy.replicas.minimum;
     let mut out = Vec::new();
     for s in inv.setting_objects.iter().filter(|s| {
@@ -102,7 +102,7 @@ pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy) -> Ve
         out.extend(from_decision(
             format!("setting/{}", replicas::DEFAULT_REPLICA_COUNT),
             min,
-            replicas::setting(&req, view, policy),
+            policy::decide(&req, view, policy, now),
         ));
     }
     for sc in &inv.storage_classes {
@@ -111,7 +111,7 @@ pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy) -> Ve
         out.extend(from_decision(
             format!("storageclass/{name}"),
             min,
-            replicas::storage_class(&req, view, policy),
+            policy::decide(&req, view, policy, now),
         ));
     }
     for v in &inv.volumes {
@@ -119,7 +119,7 @@ pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy) -> Ve
         out.extend(from_decision(
             format!("volume/{}", v.metadata.name),
             min,
-            replicas::volume(&req, view, policy),
+            policy::decide(&req, view, policy, now),
         ));
     }
     out

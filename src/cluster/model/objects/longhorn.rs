@@ -259,7 +259,15 @@ impl LonghornNode {
 #[serde(rename_all = "camelCase", default)]
 pub struct Setting {
     pub metadata: Meta,
+    #[serde(deserialize_with = "string_value")]
     pub value: String,
+}
+
+/// A Setting's `value`: a string (`null` is `""`); anything else "must be a string".
+fn string_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Option::<String>::deserialize(d)
+        .map(Option::unwrap_or_default)
+        .map_err(|_: D::Error| serde::de::Error::custom("must be a string"))
 }
 
 /// `longhorn.io/v1beta2` InstanceManager.
