@@ -24,7 +24,6 @@ other_node() { # NODE: a node that is not NODE
 	local i
 	for i in $(seq 1 "$NODES"); do [ "node-$i" = "$1" ] || { echo "node-$i"; return; }; done
 }
-vol_gone() { ! lhk get volumes.longhorn.io "$1" >/dev/null 2>&1; }
 
 # one_drain POLICY MODE: MODE attached|detached. Adds a row to DRAIN_TABLE.
 one_drain() {

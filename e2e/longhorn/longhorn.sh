@@ -45,6 +45,7 @@ vol_state() { jp volumes.longhorn.io "$1" '{.status.state}/{.status.robustness}'
 replicas() { lhk get replicas.longhorn.io -l "longhornvolume=$1" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeID} {.status.currentState}{"\n"}{end}'; }
 replica_nodes() { replicas "$1" | awk '{print $2}' | sort -u; }
 lh_delete_volume() { lhk delete volumes.longhorn.io "$1" --wait=false >/dev/null 2>&1 || true; }
+vol_gone() { ! lhk get volumes.longhorn.io "$1" >/dev/null 2>&1; }
 # longhorn_procs: replica and engine processes the instance managers run (host's ps): the
 # engine binary copied by the engine-image DaemonSet, run as `... replica DIR` or `... controller VOLUME`.
 longhorn_procs() { ps -eo args | sed -nE 's#^(/host/var/lib/longhorn|)/engine-binaries/[^ ]*/longhorn .* (replica|controller) .*#\2#p' | sort | uniq -c | tr -s ' \n' ' '; }
@@ -143,4 +144,7 @@ check_guard_reads_longhorn() {
 	for v in vol-a2 vol-a3; do lh_detach "$v"; done
 	wait_for 120 vol_is vol-a3 detached/unknown || true
 	lh_snapshot detached
+	# The scenarios after this one start from no volume.
+	for v in vol-a2 vol-a3; do lh_delete_volume "$v"; done
+	for v in vol-a2 vol-a3; do wait_for 120 vol_gone "$v" || fail "$v deleted"; done
 }
