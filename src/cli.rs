@@ -40,6 +40,9 @@ pub enum Command {
     Check(CheckCommand),
     /// Init-container gate: wait until the pod's storage network is up, or fail the pod.
     Gate(crate::gate::GateArgs),
+    /// Print the init gate as a MutatingAdmissionPolicy and its binding (YAML), from the
+    /// policy's gate settings: the gate injected by the API server itself.
+    GatePolicy(crate::mutate::gate_policy::GatePolicyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -141,6 +144,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Check(CheckCommand::Drain(args)) => crate::check::run_drain(args).await,
             Command::Check(CheckCommand::Cluster(args)) => crate::check::cluster::run(args).await,
             Command::Gate(args) => crate::gate::run(args).await,
+            Command::GatePolicy(args) => crate::mutate::gate_policy::run(args),
         }
     })
 }
