@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster
+.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy replicas-policy bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -47,6 +47,9 @@ clean: ## Remove build output and generated certificates
 
 gate-policy: build ## Re-render manifests/components/gate-policy from manifests/base/policy.yaml's gate settings
 	$(BIN) gate-policy --policy manifests/base/policy.yaml > manifests/components/gate-policy/gate-policy.yaml
+
+replicas-policy: build ## Re-render manifests/components/replicas-policy from manifests/base/policy.yaml's replicas settings
+	$(BIN) replicas-policy --policy manifests/base/policy.yaml > manifests/components/replicas-policy/replicas-policy.yaml
 
 # `longhorn-guard lint` exits 0 (warnings only), 1 (deny-level findings) or 2 (unreadable
 # input). Each run below checks for the exit status the samples are meant to give, so exit 1

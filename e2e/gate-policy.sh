@@ -166,3 +166,38 @@ gate_policy_failure_mode() {
 		all 'rc_not 0' 'has "cost budget"'
 	k delete -f "$GP_DIR/fail-binding.json" -f "$GP_DIR/fail-policy.json" >/dev/null
 }
+
+# replicas_policy_checks: the replica-count ValidatingAdmissionPolicy (`longhorn-guard
+# replicas-policy`, manifests/components/replicas-policy) rendered for replicas.action deny, with
+# longhorn-guard stopped: the API server itself refuses what the webhook would deny, and lets
+# through what it would only warn about.
+replicas_policy_checks() {
+	local vap=$WORK/replicas-policy.yaml
+	gate_policy_served || return 0
+	log "replica counts as a ValidatingAdmissionPolicy (replicas.action deny), longhorn-guard stopped"
+	printf 'replicas: {minimum: 3, action: deny}\n' >"$WORK/replicas-deny-policy.yaml"
+	"$BIN" replicas-policy --policy "$WORK/replicas-deny-policy.yaml" >"$vap"
+	run k apply -f "$vap"
+	check "the rendered ValidatingAdmissionPolicy, binding and parameter ConfigMap are accepted" rc_is 0
+	sc() { printf 'apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: %s}\nprovisioner: %s\nparameters: {numberOfReplicas: "%s"}\n' "$@"; }
+	vol() { printf 'apiVersion: longhorn.io/v1beta2\nkind: Volume\nmetadata: {name: %s, namespace: %s}\nspec: {numberOfReplicas: %s, size: "1073741824", frontend: blockdev, dataEngine: v1, accessMode: rwo}\n' "$@"; }
+	wait_for 30 eval '! sc longhorn-e2e-vap-1 driver.longhorn.io 1 | k create --dry-run=server -f - >/dev/null 2>&1' || true
+	run k create --dry-run=server -f - <<<"$(sc longhorn-e2e-vap-1 driver.longhorn.io 1)"
+	check "StorageClass numberOfReplicas \"1\": refused by the API server with the webhook's text" \
+		all 'rc_not 0' 'has "storageclass longhorn-e2e-vap-1: numberOfReplicas=1 has no redundancy; policy minimum is 3"'
+	run k create --dry-run=server -f - <<<"$(sc longhorn-e2e-vap-3 driver.longhorn.io 3)"
+	check "StorageClass numberOfReplicas \"3\": created" rc_is 0
+	run k create --dry-run=server -f - <<<"$(sc longhorn-e2e-vap-0 driver.longhorn.io 0)"
+	check "StorageClass numberOfReplicas \"0\" (the default-replica-count Setting: the webhook's to check): created" rc_is 0
+	run k create --dry-run=server -f - <<<"$(sc other-e2e-vap-1 other.example.com 1)"
+	check "another provisioner's StorageClass: created" rc_is 0
+	run k create --dry-run=server -f - <<<"$(vol vol-e2e-vap-1 "$LH_NS" 1)"
+	check "Volume numberOfReplicas 1: refused" all 'rc_not 0' 'has "volume vol-e2e-vap-1: numberOfReplicas=1 has no redundancy; policy minimum is 3"'
+	run k create --dry-run=server -f - <<<"$(vol vol-e2e-vap-3 "$LH_NS" 3)"
+	check "Volume numberOfReplicas 3: created" rc_is 0
+	run k -n "$LH_NS" label --dry-run=server volumes.longhorn.io vol-e2e-one e2e-touch=1
+	check "an update that keeps an already-low count (a label on vol-e2e-one, 1 replica): allowed" rc_is 0
+	run k -n "$LH_NS" patch --dry-run=server volumes.longhorn.io vol-degraded --type=merge -p '{"spec":{"numberOfReplicas":1}}'
+	check "an update that lowers a count below the minimum (vol-degraded 2 -> 1): refused" all 'rc_not 0' 'has "policy minimum is 3"'
+	k delete -f "$vap" >/dev/null
+}

@@ -81,6 +81,7 @@ cleanup() {
 	k delete mutatingwebhookconfiguration longhorn-guard --ignore-not-found
 	k delete mutatingadmissionpolicybinding,mutatingadmissionpolicy -l "$LABEL" --ignore-not-found 2>/dev/null
 	k delete mutatingadmissionpolicybinding,mutatingadmissionpolicy longhorn-guard-gate --ignore-not-found 2>/dev/null
+	k delete validatingadmissionpolicybinding,validatingadmissionpolicy longhorn-guard-replicas --ignore-not-found 2>/dev/null
 	k delete pods -A -l "$LABEL" --grace-period=0 --force --ignore-not-found 2>&1 | grep -v 'Immediate deletion' | sed 's/^/    /'
 	k delete storageclass -l "$LABEL" --ignore-not-found
 	if k get crd volumes.longhorn.io >/dev/null 2>&1; then
@@ -333,6 +334,7 @@ check "Ignore: cordon still works" all 'rc_is 0' 'has "node/node-2 cordoned"'
 run k create -f - <<<"$(im_pod instance-manager-e2e00000000000000000000000000003 node-3 yes)"
 check "Ignore: instance-manager pod creation still works (without the gate)" rc_is 0
 gate_policy_checks
+replicas_policy_checks
 run k -n "$LH_NS" patch settings.longhorn.io default-replica-count --type=merge -p '{"value":"{\"v1\":\"2\",\"v2\":\"2\"}"}'
 check "Ignore: Setting updates still work" rc_is 0
 run k -n default run e2e-web --image=registry.invalid/none --restart=Never --labels="$LABEL" --overrides='{"spec":{"nodeName":"node-2"}}'

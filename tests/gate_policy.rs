@@ -196,3 +196,27 @@ fn timeouts_are_written_as_the_webhook_writes_them() {
         assert_eq!(longhorn_guard::mutate::init_gate::duration_text(d), want.as_str().unwrap(), "{given}");
     }
 }
+
+/// The replica-count ValidatingAdmissionPolicy (`longhorn-guard replicas-policy`): the shipped
+/// component is its output, the minimums are its parameter ConfigMap and the binding's action
+/// is the policy's. (Its decisions are checked on the real API server: e2e/gate-policy.sh.)
+#[test]
+fn shipped_replicas_policy_is_the_rendered_one() {
+    use longhorn_guard::policy::replicas::admission_policy::{render, render_yaml};
+    let policy = base_policy();
+    assert_eq!(read("manifests/components/replicas-policy/replicas-policy.yaml"), render_yaml(&policy),
+        "manifests/components/replicas-policy/replicas-policy.yaml is not what `longhorn-guard replicas-policy \
+         --policy manifests/base/policy.yaml` prints: run `make replicas-policy`");
+    let custom = Policy::parse(
+        "replicas: {minimum: 4, action: deny, storageClassMinimums: {fast: 2}, namespaceMinimums: {dev: 1}}\n",
+    )
+    .unwrap();
+    let [_, binding, params] = render(&custom);
+    assert_eq!(binding["spec"]["validationActions"], serde_json::json!(["Deny"]));
+    assert_eq!(
+        params["data"],
+        serde_json::json!({"minimum": "4", "storageClass.fast": "2", "namespace.dev": "1"})
+    );
+    let [_, binding, _] = render(&policy);
+    assert_eq!(binding["spec"]["validationActions"], serde_json::json!(["Warn"]));
+}

@@ -92,3 +92,36 @@ def test_gate_timeout_is_written_as_the_webhook_writes_it(chart):
     for given, want in cases:
         objs = render(chart, {"initGate": {"via": "policy"}, "policy": {"gate": {"timeout": given}}})
         assert variables(objs)["timeout"] == json.dumps(want), given
+
+
+def test_replicas_policy_is_the_replicas_policy_component(chart, tmp_path):
+    objs = render(chart, {"replicasPolicy": {"enabled": True}})
+    manifests = copy_manifests(tmp_path)
+    write_dev_certs(manifests, find(objs, "Secret"))
+    mine = overlay(manifests, "with-replicas-policy", ["../overlays/dev-certs"], ["../components/replicas-policy"])
+    assert_same_objects(objs, kustomize(mine), except_keys=[NS_KEY])
+
+
+def test_replicas_policy_takes_the_values_minimums_and_action(chart):
+    assert not kinds(render(chart), "ValidatingAdmissionPolicy")
+    values = {
+        "replicasPolicy": {"enabled": True},
+        "policy": {
+            "replicas": {
+                "minimum": 4,
+                "action": "deny",
+                "storageClassMinimums": {"fast": 2},
+                "namespaceMinimums": {"dev": 1},
+            }
+        },
+    }
+    objs = render(chart, values, name="guard", namespace="guard-system")
+    name = "guard-longhorn-guard-replicas"
+    binding = find(objs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    assert binding["spec"]["policyName"] == find(objs, "ValidatingAdmissionPolicy")["metadata"]["name"] == name
+    assert binding["spec"]["paramRef"] == {"name": name, "namespace": "guard-system", "parameterNotFoundAction": "Allow"}
+    params = find(objs, "ConfigMap", name)
+    assert params["metadata"]["namespace"] == "guard-system"
+    # As `longhorn-guard replicas-policy` writes them (tests/gate_policy.rs, the same policy).
+    assert params["data"] == {"minimum": "4", "storageClass.fast": "2", "namespace.dev": "1"}
