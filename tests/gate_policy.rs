@@ -204,7 +204,7 @@ fn timeouts_are_written_as_the_webhook_writes_them() {
 fn shipped_replicas_policy_is_the_rendered_one() {
     use longhorn_guard::policy::replicas::admission_policy::{render, render_yaml};
     let policy = base_policy();
-    assert_eq!(read("manifests/components/replicas-policy/replicas-policy.yaml"), render_yaml(&policy),
+    assert_eq!(read("manifests/components/replicas-policy/replicas-policy.yaml"), render_yaml(&policy).unwrap(),
         "manifests/components/replicas-policy/replicas-policy.yaml is not what `longhorn-guard replicas-policy \
          --policy manifests/base/policy.yaml` prints: run `make replicas-policy`");
     let custom = Policy::parse(

@@ -58,6 +58,8 @@ pub struct GatePolicyArgs {
 pub enum GatePolicyError {
     #[error("gate.enabled is false: there is no init gate to inject")]
     Disabled,
+    #[error("cannot write the policy as YAML: {0}")]
+    Yaml(String),
 }
 
 /// `longhorn-guard gate-policy`: prints the MutatingAdmissionPolicy and its binding as YAML.
@@ -74,7 +76,7 @@ pub fn run(args: GatePolicyArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => {
             crate::stderr_line!("longhorn-guard gate-policy: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(if e == GatePolicyError::Disabled { 1 } else { 2 });
         }
     };
     match crate::output::stdout(&text) {
@@ -96,7 +98,7 @@ pub fn render_yaml(gate: &GatePolicy) -> Result<String, GatePolicyError> {
         if i > 0 {
             out.push_str("---\n");
         }
-        out.push_str(&serde_saphyr::to_string(obj).unwrap_or_default());
+        out.push_str(&serde_saphyr::to_string(obj).map_err(|e| GatePolicyError::Yaml(e.to_string()))?);
     }
     Ok(out)
 }
