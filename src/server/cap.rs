@@ -45,7 +45,7 @@ pub struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         lock(&self.cap.live).remove(&self.id);
-        self.cap.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.cap.counters.connections_open.dec();
     }
 }
 
@@ -84,7 +84,7 @@ impl Cap {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let phase = Phase::new();
         lock(&self.live).insert(id, phase.clone());
-        self.counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.counters.connections_open.inc();
         Slot { cap: self.clone(), id, _permit: permit, phase }
     }
 
@@ -108,7 +108,7 @@ impl Cap {
                     "connection cap reached: closing the longest-waiting idle connection"
                 );
                 phase.evict();
-                self.counters.connections_evicted.fetch_add(1, Ordering::Relaxed);
+                self.counters.connections_evicted.inc();
                 true
             }
             None => false,
@@ -163,7 +163,7 @@ mod tests {
         assert!(!fourth.is_finished());
         drop(b);
         let _d = fourth.await.unwrap();
-        assert_eq!(counters.connections_evicted.load(Ordering::Relaxed), 2);
-        assert_eq!(counters.connections_open.load(Ordering::Relaxed), 2);
+        assert_eq!(counters.connections_evicted.get(), 2);
+        assert_eq!(counters.connections_open.get(), 2);
     }
 }

@@ -59,7 +59,7 @@ pub(crate) async fn serve(
         let (tcp, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                state.metrics.server.accept_errors.fetch_add(1, Ordering::Relaxed);
+                state.metrics.server.accept_errors.inc();
                 errors.record(&e);
                 if is_out_of_descriptors(&e) {
                     cap.evict_one();
