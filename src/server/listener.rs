@@ -138,8 +138,12 @@ async fn connection(
     let limits = &state.limits;
     let phase = slot.phase.clone();
     // A client that reads nothing of what is sent to it for the header timeout (handshake or
-    // response) is cut off: it must not hold its connection, and a place under the cap, forever.
-    let tcp = conn::WriteStall::new(tcp, limits.header_read_timeout);
+    // response) is cut off: it must not hold its connection, and a place under the cap, forever
+    // (a graceful close waits for the response to be written). Below TLS, so every byte the
+    // kernel takes counts as progress; hyper has no write timeout of its own.
+    let mut tcp = tokio_io_timeout::TimeoutStream::new(tcp);
+    tcp.set_write_timeout(Some(limits.header_read_timeout));
+    let tcp = Box::pin(tcp);
     let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp));
     let tls = tokio::select! {
         r = handshake => match r {
