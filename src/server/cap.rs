@@ -2,7 +2,7 @@
 //! descriptors), a connection with no request under way is closed to make room: one that never
 //! served a request first, a kept-alive idle one only when none is left ([`Cap::evict_one`]);
 //! when every connection is busy, new ones wait in the listen backlog (back-pressure, never an
-//! error).
+//! error). (Gap: tower's `ConcurrencyLimit` bounds requests, not connections, and closes nothing.)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -23,7 +23,8 @@ use super::cap::{Cap, Slot};
 use super::conn::{self, Expired};
 use super::AppState;
 
-/// Where the server is in its life.
+/// Where the server is in its life. (Gap: hyper-util's `GracefulShutdown` closes every
+/// connection at once, racing the first request of a new one, and adds no `Connection: close`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
     Serving,
@@ -241,7 +242,8 @@ fn is_out_of_descriptors(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(23 | 24))
 }
 
-/// Accept errors, logged at most once a second with the count since the last line.
+/// Accept errors, logged at most once a second with the count since the last line. (Gap:
+/// tracing has no rate limit, and an accept loop out of descriptors fails 20 times a second.)
 #[derive(Debug, Default)]
 pub(crate) struct AcceptErrors {
     last_logged: Option<Instant>,

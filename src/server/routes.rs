@@ -80,7 +80,8 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
             app.admitter.admit(kind, &bytes, remaining).await
         };
         // A panic while deciding answers this request 500 (the API server then applies the
-        // webhook's failurePolicy); the connection and the server carry on.
+        // webhook's failurePolicy); the connection and the server carry on. (Gap: tower-http's
+        // `CatchPanic` sits outside the handler: no webhook in the log line, no latency.)
         match std::panic::AssertUnwindSafe(decide).catch_unwind().await {
             Ok(Ok(admitted)) => Ok((admitted, budget)),
             Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
@@ -133,7 +134,8 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
 
 /// The per-request deadline: `--request-timeout`, or less when the API server's
 /// `?timeout=` is shorter, minus a margin (a fifth of it, at most 2 s) so the answer arrives
-/// before the API server gives up.
+/// before the API server gives up. (Gap: tower-http's `TimeoutLayer` answers an empty 408 at one
+/// fixed deadline; this follows the API server's `?timeout=`, and the 503 says why.)
 pub fn request_deadline(configured: Duration, query: Option<&str>) -> Duration {
     let Some(api) = query
         .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("timeout=")).and_then(parse_go_duration))
