@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn
+.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy replicas-policy bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,6 +44,12 @@ run: build $(CERT_DIR)/tls.crt ## Serve on 127.0.0.1:8443 with the demo cluster 
 clean: ## Remove build output and generated certificates
 	$(CARGO) clean
 	rm -rf $(CERT_DIR)
+
+gate-policy: build ## Re-render manifests/components/gate-policy from manifests/base/policy.yaml's gate settings
+	$(BIN) gate-policy --policy manifests/base/policy.yaml > manifests/components/gate-policy/gate-policy.yaml
+
+replicas-policy: build ## Re-render manifests/components/replicas-policy from manifests/base/policy.yaml's replicas settings
+	$(BIN) replicas-policy --policy manifests/base/policy.yaml > manifests/components/replicas-policy/replicas-policy.yaml
 
 # `longhorn-guard lint` exits 0 (warnings only), 1 (deny-level findings) or 2 (unreadable
 # input). Each run below checks for the exit status the samples are meant to give, so exit 1

@@ -61,6 +61,8 @@ SCRIPT_NAME=e2e
 . "$E2E/replicas-deny.sh"
 # shellcheck source=e2e/doctor.sh
 . "$E2E/doctor.sh"
+# shellcheck source=e2e/gate-policy.sh
+. "$E2E/gate-policy.sh"
 
 cleanup() {
 	set +e
@@ -77,6 +79,9 @@ cleanup() {
 	# Webhook configurations first: with the server gone, Fail policies would block deletes.
 	k delete validatingwebhookconfiguration longhorn-guard --ignore-not-found
 	k delete mutatingwebhookconfiguration longhorn-guard --ignore-not-found
+	k delete mutatingadmissionpolicybinding,mutatingadmissionpolicy -l "$LABEL" --ignore-not-found 2>/dev/null
+	k delete mutatingadmissionpolicybinding,mutatingadmissionpolicy longhorn-guard-gate --ignore-not-found 2>/dev/null
+	k delete validatingadmissionpolicybinding,validatingadmissionpolicy longhorn-guard-replicas --ignore-not-found 2>/dev/null
 	k delete pods -A -l "$LABEL" --grace-period=0 --force --ignore-not-found 2>&1 | grep -v 'Immediate deletion' | sed 's/^/    /'
 	k delete storageclass -l "$LABEL" --ignore-not-found
 	if k get crd volumes.longhorn.io >/dev/null 2>&1; then
@@ -304,6 +309,7 @@ check "the gate runs 'longhorn-guard gate' from the policy's gate.image ($gate_i
 run k create -f - <<<"$(im_pod instance-manager-e2e00000000000000000000000000002 node-3 no)"
 run k -n "$LH_NS" get pod instance-manager-e2e00000000000000000000000000002 -o jsonpath='{.spec.initContainers[*].name}'
 check "an instance-manager pod without the annotation is left alone" all 'rc_is 0' 'lacks longhorn-guard-gate'
+gate_policy_prepare
 
 # ---------------------------------------------------------------- watch faults (e2e/faults.sh)
 if [ "$APISERVER" = own ]; then
@@ -327,6 +333,8 @@ run k cordon node-2
 check "Ignore: cordon still works" all 'rc_is 0' 'has "node/node-2 cordoned"'
 run k create -f - <<<"$(im_pod instance-manager-e2e00000000000000000000000000003 node-3 yes)"
 check "Ignore: instance-manager pod creation still works (without the gate)" rc_is 0
+gate_policy_checks
+replicas_policy_checks
 run k -n "$LH_NS" patch settings.longhorn.io default-replica-count --type=merge -p '{"value":"{\"v1\":\"2\",\"v2\":\"2\"}"}'
 check "Ignore: Setting updates still work" rc_is 0
 run k -n default run e2e-web --image=registry.invalid/none --restart=Never --labels="$LABEL" --overrides='{"spec":{"nodeName":"node-2"}}'

@@ -40,6 +40,12 @@ pub enum Command {
     Check(CheckCommand),
     /// Init-container gate: wait until the pod's storage network is up, or fail the pod.
     Gate(crate::gate::GateArgs),
+    /// Print the init gate as a MutatingAdmissionPolicy and its binding (YAML), from the
+    /// policy's gate settings: the gate injected by the API server itself.
+    GatePolicy(crate::mutate::gate_policy::GatePolicyArgs),
+    /// Print the replica-count rules the API server can check itself as a
+    /// ValidatingAdmissionPolicy, its binding and its parameter ConfigMap (YAML).
+    ReplicasPolicy(crate::policy::replicas::admission_policy::ReplicasPolicyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,6 +145,8 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Check(CheckCommand::Drain(args)) => crate::check::run_drain(args).await,
             Command::Check(CheckCommand::Cluster(args)) => crate::check::cluster::run(args).await,
             Command::Gate(args) => crate::gate::run(args).await,
+            Command::GatePolicy(args) => crate::mutate::gate_policy::run(args),
+            Command::ReplicasPolicy(args) => crate::policy::replicas::admission_policy::run(args),
         }
     })
 }

@@ -1,13 +1,11 @@
 //! The Prometheus text format (version 0.0.4) of `/metrics`, written by `prometheus-client`.
 //!
-//! Each owner of metrics (the server's counters, the API-request statistics, the view's gauges,
-//! the cluster checks) copies its values into a [`Collector`] at scrape time; [`append`] has the
-//! client encode it. Recording stays on plain atomics, so nothing on the request path changes.
+//! The server's counters and histograms live in one registry (`server::metrics`); values read
+//! only at scrape time (the view's gauges, readiness, the cluster checks) are [`Collector`]s
+//! written with [`family`] and [`single`]; [`append`] has the client encode one.
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
-};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -23,8 +21,34 @@ pub fn append(out: &mut String, collector: impl Collector) {
     let _ = prometheus_client::encoding::prometheus_text::encode(out, &registry);
 }
 
+/// Registers `metric` as `name` with `help` as written (the registry adds a final period, so
+/// one is taken off), announced by its `HELP` and `TYPE` lines even before its first series:
+/// prometheus-client leaves an empty family out, and alerts and dashboards look for the name.
+pub fn register<M: EncodeMetric + Send + Sync + std::fmt::Debug + 'static>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) {
+    registry.register(name, help.strip_suffix('.').unwrap_or(help), Announced(metric));
+}
+
+/// A metric whose family is written even while it has no series.
+#[derive(Debug)]
+struct Announced<M>(M);
+
+impl<M: EncodeMetric> EncodeMetric for Announced<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+}
+
 /// The label set of a series without labels.
-pub const NO_LABELS: [(&str, &str); 0] = [];
+const NO_LABELS: [(&str, &str); 0] = [];
 
 /// One metric family being written: its series follow its `HELP` and `TYPE` lines.
 pub struct Family<'e> {
@@ -70,22 +94,6 @@ impl Family<'_> {
             (_, false) => ConstGauge::new(v).encode(e),
         }
     }
-
-    /// A histogram series: per-bucket (not cumulative) counts for `bounds`, then the `+Inf`
-    /// bucket's, as `counts` holds them; `sum` in the histogram's unit.
-    pub fn histogram(
-        &mut self,
-        labels: &impl EncodeLabelSet,
-        bounds: &[f64],
-        counts: &[u64],
-        sum: f64,
-    ) -> Result<(), std::fmt::Error> {
-        let mut buckets: Vec<(f64, u64)> = bounds.iter().copied().zip(counts.iter().copied()).collect();
-        buckets.push((f64::INFINITY, counts.get(bounds.len()).copied().unwrap_or(0)));
-        let count = counts.iter().sum();
-        let mut e = self.encoder.encode_family(labels)?;
-        e.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
-    }
 }
 
 #[cfg(test)]
@@ -102,14 +110,12 @@ mod tests {
             let mut f = family(&mut encoder, "t_age_seconds", "Age.", MetricType::Gauge)?;
             f.value(0.0)?;
             let mut f = family(&mut encoder, "t_ratio", "Ratio.", MetricType::Gauge)?;
-            f.value(0.25)?;
-            let mut f = family(&mut encoder, "t_seconds", "Latency.", MetricType::Histogram)?;
-            f.histogram(&[("webhook", "validate")], &[0.001, 10.0], &[1, 0, 2], 30.5)
+            f.value(0.25)
         }
     }
 
     #[test]
-    fn counters_gauges_and_histograms_in_the_text_format() {
+    fn counters_and_gauges_in_the_text_format() {
         let mut out = String::new();
         append(&mut out, Sample);
         let want = "# HELP t_requests_total Requests.\n\
@@ -120,14 +126,7 @@ mod tests {
             t_age_seconds 0\n\
             # HELP t_ratio Ratio.\n\
             # TYPE t_ratio gauge\n\
-            t_ratio 0.25\n\
-            # HELP t_seconds Latency.\n\
-            # TYPE t_seconds histogram\n\
-            t_seconds_bucket{webhook=\"validate\",le=\"0.001\"} 1\n\
-            t_seconds_bucket{webhook=\"validate\",le=\"10\"} 1\n\
-            t_seconds_bucket{webhook=\"validate\",le=\"+Inf\"} 3\n\
-            t_seconds_sum{webhook=\"validate\"} 30.5\n\
-            t_seconds_count{webhook=\"validate\"} 3\n";
+            t_ratio 0.25\n";
         assert_eq!(out, want);
     }
 }

@@ -1,5 +1,6 @@
 //! The mutating webhook: routes pod creations to the init gate.
 
+pub mod gate_policy;
 pub mod init_gate;
 
 use crate::admission::{AdmissionRequest, Operation};

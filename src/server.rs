@@ -116,7 +116,6 @@ pub(crate) struct AppState {
     pub(crate) shutting_down: Arc<AtomicBool>,
     /// Cleared just before the listener closes.
     pub(crate) accepting: Arc<AtomicBool>,
-    pub(crate) tls: Arc<ReloadingCert>,
     /// The memory every request body in flight shares ([`body`]).
     pub(crate) bodies: body::BodyBudget,
     /// What `/readyz` answers for the cluster view ([`readiness`]).
@@ -178,14 +177,18 @@ impl Server {
         let addr =
             listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let rule = readiness_rule(&config);
+        let metrics = Metrics::new(metrics::ScrapeGauges {
+            view: config.admitter.view.clone(),
+            policy: config.admitter.policy.clone(),
+            tls: cert.clone(),
+        });
         let state = Arc::new(AppState {
             admitter: config.admitter,
             checks: config.checks,
-            metrics: Metrics::default(),
+            metrics,
             limits: config.limits.clone(),
             shutting_down: Arc::new(AtomicBool::new(false)),
             accepting: Arc::new(AtomicBool::new(true)),
-            tls: cert.clone(),
             bodies: body::BodyBudget::new(config.limits.max_body_bytes),
             readiness: readiness::Readiness::new(rule),
         });

@@ -11,10 +11,12 @@
 //! counted; the previous pair keeps serving.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -57,12 +59,34 @@ impl TlsFiles {
 }
 
 /// Counts of reload attempts and the served certificate's expiry, for `/metrics`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReloadStats {
-    pub success: AtomicU64,
-    pub error: AtomicU64,
+    /// `result` (`success`, `error`) -> reload attempts, both shown from the start.
+    pub reloads: Family<[(&'static str, &'static str); 1], Counter>,
     /// `notAfter` of the served leaf certificate, seconds since the Unix epoch (0: unknown).
     pub not_after: AtomicI64,
+}
+
+impl Default for ReloadStats {
+    fn default() -> Self {
+        let reloads = Family::default();
+        for result in ["success", "error"] {
+            let _ = reloads.get_or_create(&[("result", result)]);
+        }
+        Self { reloads, not_after: AtomicI64::new(0) }
+    }
+}
+
+impl ReloadStats {
+    /// Counts one reload attempt: `ok`, or an error.
+    fn count(&self, ok: bool) {
+        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).inc();
+    }
+
+    /// Reload attempts counted so far: `ok`, or errors.
+    pub fn counted(&self, ok: bool) -> u64 {
+        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).get()
+    }
 }
 
 /// `notAfter` of the first (leaf) certificate of `key`, in seconds since the Unix epoch.
@@ -132,7 +156,7 @@ impl ReloadingCert {
                 Err(e) if last.as_deref() == Some(e.to_string().as_str()) => return Ok(false),
                 Err(e) => {
                     *last = Some(e.to_string());
-                    self.stats.error.fetch_add(1, Ordering::Relaxed);
+                    self.stats.count(false);
                     return Err(e);
                 }
             }
@@ -150,11 +174,11 @@ impl ReloadingCert {
             Ok(key) => {
                 self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
                 state.key = Arc::new(key);
-                self.stats.success.fetch_add(1, Ordering::Relaxed);
+                self.stats.count(true);
                 Ok(true)
             }
             Err(e) => {
-                self.stats.error.fetch_add(1, Ordering::Relaxed);
+                self.stats.count(false);
                 Err(e)
             }
         }
@@ -302,8 +326,8 @@ mod tests {
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         assert!(r.reload_if_changed().unwrap());
         assert_ne!(r.current().cert[0], first);
-        assert_eq!(r.stats.success.load(Ordering::Relaxed), 1);
-        assert_eq!(r.stats.error.load(Ordering::Relaxed), 1);
+        assert_eq!(r.stats.counted(true), 1);
+        assert_eq!(r.stats.counted(false), 1);
 
         // A key file that is gone: reported once while it stays gone, the pair keeps serving.
         let serving = r.current().cert[0].clone();
@@ -312,7 +336,7 @@ mod tests {
         for _ in 0..3 {
             assert!(!r.reload_if_changed().unwrap());
         }
-        assert_eq!(r.stats.error.load(Ordering::Relaxed), 2);
+        assert_eq!(r.stats.counted(false), 2);
         assert_eq!(r.current().cert[0], serving);
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         assert!(r.reload_if_changed().unwrap());

@@ -1,6 +1,7 @@
 //! The server under rollouts and abuse, over real TLS on 127.0.0.1: a shutdown under
 //! keep-alive load loses no request, the connection cap keeps a normal client served while
-//! idle connections pile up, `--client-ca` admits only that CA's clients, and a huge request
+//! idle connections pile up, out of file descriptors silent connections are shed before
+//! served ones, `--client-ca` admits only that CA's clients, and a huge request
 //! field cannot make a huge log line.
 
 mod support;
@@ -358,4 +359,86 @@ fn an_unusable_client_ca_is_named_as_such() {
         assert!(err.contains(&ca.display().to_string()), "{err}");
         assert!(!err.contains("serving certificate"), "{err}");
     }
+}
+
+/// Out of file descriptors (`RLIMIT_NOFILE` 128), with 168 TCP connections that never send a
+/// TLS hello: the server frees descriptors for new connections by closing those silent ones,
+/// never a connection that has served a request. One client sends a review every 20 ms; a
+/// second connection, like the spare one in an API server's pool, served a review and has been
+/// idle for 1.5 s (longer than any silent one has waited) when the flood starts.
+#[test]
+fn out_of_descriptors_the_server_sheds_silent_connections_not_served_ones() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    install_provider();
+    let certs = tempfile::tempdir().unwrap();
+    longhorn_guard::certs::generate(&longhorn_guard::certs::CertsOptions::new(certs.path())).unwrap();
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=128:128", "--", BIN, "--log-format", "json", "--log-level", "debug", "serve"])
+        .args(["--listen", "127.0.0.1:0", "--state", SNAPSHOT, "--shutdown-delay", "0s"])
+        .args(["--header-read-timeout", "60s", "--tls-dir"])
+        .arg(certs.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("prlimit (util-linux) runs the server with RLIMIT_NOFILE 128");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: std::net::SocketAddr = loop {
+        let l = lines.next().expect("serve exited").unwrap();
+        if l.contains("serving admission webhooks over HTTPS") {
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            break v["addr"].as_str().unwrap().parse().unwrap();
+        }
+    };
+    // Keep the pipe drained (the server must never block on it); keep what it closed and why.
+    let log = std::thread::spawn(move || {
+        lines.map_while(Result::ok).filter(|l| l.contains("closing")).take(400).collect::<Vec<_>>()
+    });
+    let cfg = client_config(&certs.path().join("ca.crt"));
+    let body = fixture("eviction-create.json");
+    let failures = rt.block_on(async {
+        let open = |cfg: Arc<rustls::ClientConfig>| async move {
+            let tls = connect(addr, &cfg).await.unwrap();
+            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
+            tokio::spawn(conn);
+            sender
+        };
+        let (mut busy, mut spare) = (open(cfg.clone()).await, open(cfg.clone()).await);
+        assert_eq!(send(&mut spare, "POST", "/validate", body.clone()).await.unwrap().status, 200);
+        let mut failures = Vec::new();
+        // Reviews every 20 ms: 1.5 s before the flood, 2.5 s during it.
+        let mut flood = None;
+        for i in 0..200 {
+            if i == 75 {
+                flood = Some(tokio::spawn(async move {
+                    let mut silent = Vec::new();
+                    for _ in 0..168 {
+                        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+                    }
+                    silent // held open until the test ends
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            match send(&mut busy, "POST", "/validate", body.clone()).await {
+                Ok(r) if r.status == 200 => {}
+                Ok(r) => failures.push(format!("review {i}: {} {}", r.status, r.text())),
+                Err(e) => {
+                    failures.push(format!("review {i}: {e}"));
+                    break;
+                }
+            }
+        }
+        match send(&mut spare, "POST", "/validate", body.clone()).await {
+            Ok(r) if r.status == 200 => {}
+            Ok(r) => failures.push(format!("spare connection: {} {}", r.status, r.text())),
+            Err(e) => failures.push(format!("spare connection: {e}")),
+        }
+        drop(flood.unwrap().await.unwrap());
+        failures
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = log.join().unwrap();
+    let shed = log.iter().filter(|l| l.contains("connection cap reached: closing")).count();
+    assert!(shed > 0, "the server never ran out of descriptors: {log:#?}");
+    assert!(failures.is_empty(), "a served connection was closed: {failures:?}\nserver: {log:#?}");
 }

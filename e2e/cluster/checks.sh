@@ -20,6 +20,7 @@ run_checks() {
 	check_gate
 	check_rollout
 	guard_log_levels
+	check_gate_policy
 	local extra
 	for extra in ${E2E_CLUSTER_EXTRA:-}; do
 		log "extra: $extra $KUBECONFIG $GUARD_IMAGE"

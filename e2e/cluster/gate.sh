@@ -41,22 +41,22 @@ gate_ready_case() {
 	check "$what: lhnet1 is in the pod" k -n "$LH_NS" exec "$pod" -c instance-manager -- ls /sys/class/net/lhnet1
 }
 
-gate_never_case() {
-	local pod=$1 out started finished
+gate_never_case() { # POD [WHAT]
+	local pod=$1 w=${2:-never} out started finished
 	wait_for 120 phase_is "$pod" Failed || true
-	check "never: the pod failed (restartPolicy Never: Longhorn recreates it)" phase_is "$pod" Failed
+	check "$w: the pod failed (restartPolicy Never: Longhorn recreates it)" phase_is "$pod" Failed
 	started=$(k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.initContainerStatuses[0].state.terminated.startedAt}')
 	finished=$(k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.initContainerStatuses[0].state.terminated.finishedAt}')
-	printf '    never: the gate ran %s s (gate.timeout 60s)\n' "$(secs "$(epoch "$started")" "$(epoch "$finished")")"
-	GATE_FIGURES+=("never: failed after $(secs "$(epoch "$started")" "$(epoch "$finished")") s")
-	check "never: the main container never started (no pod-IP-only instance manager)" test -z \
+	printf '    %s: the gate ran %s s (gate.timeout 60s)\n' "$w" "$(secs "$(epoch "$started")" "$(epoch "$finished")")"
+	GATE_FIGURES+=("$w: failed after $(secs "$(epoch "$started")" "$(epoch "$finished")") s")
+	check "$w: the main container never started (no pod-IP-only instance manager)" test -z \
 		"$(k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.running}{.status.containerStatuses[0].state.terminated.startedAt}')"
 	out=$(k -n "$LH_NS" describe pod "$pod")
 	grep -m1 'storage network' <<<"$out" | sed 's/^ */    describe: /' | cut -c1-300
-	check "never: kubectl describe names the storage network and the remedy" \
+	check "$w: kubectl describe names the storage network and the remedy" \
 		all 'grep -q "kube-system/storage-net" <<<"$out"' 'grep -q "Longhorn recreates it" <<<"$out"'
 	out=$(k -n "$LH_NS" logs "$pod" -c longhorn-guard-gate 2>&1)
-	check "never: the gate's log names the network and the missing annotation" \
+	check "$w: the gate's log names the network and the missing annotation" \
 		all 'grep -q "kube-system/storage-net" <<<"$out"' 'grep -q "network-status is absent" <<<"$out"'
 }
 
@@ -114,4 +114,36 @@ check_gate() {
 	gate_never_case instance-manager-gate-never
 	downward_refresh
 	for p in 1s 30s never legacy; do k -n "$LH_NS" delete pod "instance-manager-gate-$p" --wait=false >/dev/null; done
+}
+
+# check_gate_policy: the gate injected by the API server itself (MutatingAdmissionPolicy,
+# manifests/components/gate-policy) while no longhorn-guard pod runs: the Deployment scaled to 0
+# and the mutating webhook swapped for the policy, as the component does. Then both put back.
+check_gate_policy() {
+	local p
+	log "d2. the init gate as a MutatingAdmissionPolicy, longhorn-guard scaled to 0: Multus stand-in writing after 1 s / never"
+	if ! k get --raw /apis/admissionregistration.k8s.io/v1 2>/dev/null | grep -q '"kind":"MutatingAdmissionPolicy"'; then
+		printf '    skipped: the API server does not serve admissionregistration.k8s.io/v1 MutatingAdmissionPolicy\n'
+		return
+	fi
+	run k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=0
+	wait_for 90 eval '[ -z "$(guard_pods)" ]' || true
+	check "no longhorn-guard pod runs" test -z "$(guard_pods)"
+	run k apply -f "$ROOT/manifests/components/gate-policy/gate-policy.yaml"
+	check "the shipped MutatingAdmissionPolicy and binding apply" rc_is 0
+	run k delete mutatingwebhookconfiguration longhorn-guard
+	sleep 3 # the API server loads admission policies asynchronously
+	gate_pod instance-manager-policy-1s 1s
+	gate_pod instance-manager-policy-never never
+	printf '    %s\n' "$(k -n "$LH_NS" get pod instance-manager-policy-1s -o jsonpath='{.metadata.creationTimestamp} created; init containers: {.spec.initContainers[*].name}; gate args: {.spec.initContainers[0].args}')"
+	check "the API server added the gate with no guard running" test \
+		"$(k -n "$LH_NS" get pod instance-manager-policy-1s -o jsonpath='{.spec.initContainers[0].name}')" = longhorn-guard-gate
+	gate_ready_case instance-manager-policy-1s "policy, 1 s"
+	gate_never_case instance-manager-policy-never "policy, never"
+	for p in 1s never; do k -n "$LH_NS" delete pod "instance-manager-policy-$p" --wait=false >/dev/null; done
+	k delete -f "$ROOT/manifests/components/gate-policy/gate-policy.yaml" >/dev/null
+	k apply -f "$DIR/out/manifests.yaml" >/dev/null
+	run k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=2
+	run k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=180s
+	check "longhorn-guard back at 2 replicas, webhook restored" rc_is 0
 }

@@ -96,19 +96,69 @@ pub fn mutate_pod(
         )));
     }
 
-    let mut mounts = vec![json!({ "name": PODINFO_VOLUME, "mountPath": PODINFO_DIR, "readOnly": true })];
-    if let Some(sa) = service_account_mount(spec) {
-        mounts.push(sa);
+    let container = gate_container(
+        &GateText { image: &policy.gate.image, timeout: &duration_text(policy.gate.timeout) },
+        &format_networks(&networks),
+        service_account_mount_name(spec),
+    );
+    let volume = podinfo_volume();
+
+    let mut ops = vec![append(init, "initContainers", container)];
+    match volumes.as_array().and_then(|list| list.iter().find(|v| v["name"].as_str() == Some(PODINFO_VOLUME)))
+    {
+        None => ops.push(append(volumes, "volumes", volume)),
+        // Ours from an earlier pass: the gate would read its annotations file from it.
+        Some(existing) if existing["downwardAPI"]["items"] == volume["downwardAPI"]["items"] => {}
+        Some(_) => {
+            return Ok(Decision::allow().rule("init-gate").with_warning(format!(
+                "longhorn-guard: no init gate added: the pod already has a volume {PODINFO_VOLUME} that is not its downward-API annotations"
+            )));
+        }
     }
-    let container = json!({
+    Ok(Decision::patched(Patch(ops)).rule("init-gate"))
+}
+
+/// A duration as `--timeout` takes it: `1m`, `1m30s`, `500ms`.
+pub fn duration_text(d: std::time::Duration) -> String {
+    humantime::format_duration(d).to_string().replace(' ', "")
+}
+
+/// `add /spec/<field>/-` to an existing list, or `add /spec/<field>` with a new one-item list.
+fn append(existing: &Value, field: &str, item: Value) -> PatchOperation {
+    let (path, value) = if existing.is_array() {
+        (PointerBuf::from_tokens(["spec", field, "-"]), item)
+    } else {
+        (PointerBuf::from_tokens(["spec", field]), Value::Array(vec![item]))
+    };
+    PatchOperation::Add(AddOperation { path, value })
+}
+
+/// The gate's settings as they appear in its container: the image and the `--timeout` text.
+/// The webhook passes the policy's; the admission policy (`super::gate_policy`) passes names
+/// it turns into its CEL variables.
+#[derive(Clone, Copy, Debug)]
+pub struct GateText<'a> {
+    pub image: &'a str,
+    pub timeout: &'a str,
+}
+
+/// The injected init container: the one definition both the webhook's patch and the
+/// MutatingAdmissionPolicy are made of. `networks` is the `--networks` text; `sa_mount` names
+/// the service-account token volume to mount (see [`service_account_mount_name`]).
+pub fn gate_container(text: &GateText<'_>, networks: &str, sa_mount: Option<&str>) -> Value {
+    let mut mounts = vec![json!({ "name": PODINFO_VOLUME, "mountPath": PODINFO_DIR, "readOnly": true })];
+    if let Some(name) = sa_mount {
+        mounts.push(json!({ "name": name, "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": true }));
+    }
+    json!({
         "name": GATE_CONTAINER,
-        "image": policy.gate.image,
+        "image": text.image,
         "imagePullPolicy": "IfNotPresent",
         "command": [GATE_BINARY],
         "args": [
             "gate",
-            "--networks", format_networks(&networks),
-            "--timeout", duration_text(policy.gate.timeout),
+            "--networks", networks,
+            "--timeout", text.timeout,
             "--annotations-file", DEFAULT_ANNOTATIONS_FILE,
         ],
         "env": [
@@ -135,53 +185,28 @@ pub fn mutate_pod(
         },
         "volumeMounts": mounts,
         "terminationMessagePolicy": "FallbackToLogsOnError",
-    });
-    let volume = json!({
+    })
+}
+
+/// The injected downward-API volume of `metadata.annotations`.
+pub fn podinfo_volume() -> Value {
+    json!({
         "name": PODINFO_VOLUME,
         "downwardAPI": {
             "items": [{ "path": "annotations", "fieldRef": { "apiVersion": "v1", "fieldPath": "metadata.annotations" } }],
         },
-    });
-
-    let mut ops = vec![append(init, "initContainers", container)];
-    match volumes.as_array().and_then(|list| list.iter().find(|v| v["name"].as_str() == Some(PODINFO_VOLUME)))
-    {
-        None => ops.push(append(volumes, "volumes", volume)),
-        // Ours from an earlier pass: the gate would read its annotations file from it.
-        Some(existing) if existing["downwardAPI"]["items"] == volume["downwardAPI"]["items"] => {}
-        Some(_) => {
-            return Ok(Decision::allow().rule("init-gate").with_warning(format!(
-                "longhorn-guard: no init gate added: the pod already has a volume {PODINFO_VOLUME} that is not its downward-API annotations"
-            )));
-        }
-    }
-    Ok(Decision::patched(Patch(ops)).rule("init-gate"))
+    })
 }
 
-/// A duration as `--timeout` takes it: `1m`, `1m30s`, `500ms`.
-fn duration_text(d: std::time::Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
-}
-
-/// `add /spec/<field>/-` to an existing list, or `add /spec/<field>` with a new one-item list.
-fn append(existing: &Value, field: &str, item: Value) -> PatchOperation {
-    let (path, value) = if existing.is_array() {
-        (PointerBuf::from_tokens(["spec", field, "-"]), item)
-    } else {
-        (PointerBuf::from_tokens(["spec", field]), Value::Array(vec![item]))
-    };
-    PatchOperation::Add(AddOperation { path, value })
-}
-
-/// The service-account token mount the ServiceAccount admission plugin gave the pod's
-/// containers (it ran before the webhooks, so the gate does not get one by itself). Copied so
-/// the gate can GET its own pod; absent when `automountServiceAccountToken` is false.
-fn service_account_mount(spec: &Value) -> Option<Value> {
+/// The name of the service-account token volume the ServiceAccount admission plugin mounted
+/// into the pod's containers (it ran before the webhooks and admission policies, so the gate
+/// does not get the mount by itself): the first mount at [`SERVICE_ACCOUNT_DIR`] of the first
+/// container that has one. Copied so the gate can GET its own pod; absent when
+/// `automountServiceAccountToken` is false.
+fn service_account_mount_name(spec: &Value) -> Option<&str> {
     spec["containers"].as_array()?.iter().find_map(|c| {
         c["volumeMounts"].as_array()?.iter().find_map(|m| {
-            let name = m["name"].as_str()?;
-            (m["mountPath"].as_str() == Some(SERVICE_ACCOUNT_DIR))
-                .then(|| json!({ "name": name, "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": true }))
+            (m["mountPath"].as_str() == Some(SERVICE_ACCOUNT_DIR)).then(|| m["name"].as_str()).flatten()
         })
     })
 }

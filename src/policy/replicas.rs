@@ -11,6 +11,7 @@
 //! This file holds what the three rules share: the finding, the decision built from the
 //! findings and the readers of names and settings; each rule lives in a file of its own.
 
+pub mod admission_policy;
 mod default_count;
 mod setting;
 mod storage_class;

@@ -1,5 +1,6 @@
 //! Reading a webhook request's body within `--max-body-bytes`, and the memory budget every
-//! body in flight shares.
+//! body in flight shares. (Gap: tower-http's `RequestBodyLimit` answers 413 with its own text,
+//! does not drain the rest so the client sees it, and shares no memory budget.)
 //!
 //! A decision parses its body into a JSON tree that can take about 20 times the body's size
 //! (an array of small numbers: 2 bytes of text, 32 of tree), so a few bodies near the limit

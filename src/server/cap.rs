@@ -1,7 +1,8 @@
-//! The connection cap: at most `max` connections at once. At the cap, the connection that has
-//! waited longest with no request under way (kept-alive idle, or new and silent) is closed to
-//! make room; when every connection is busy, new ones wait in the listen backlog
-//! (back-pressure, never an error).
+//! The connection cap: at most `max` connections at once. At the cap (or out of file
+//! descriptors), a connection with no request under way is closed to make room: one that never
+//! served a request first, a kept-alive idle one only when none is left ([`Cap::evict_one`]);
+//! when every connection is busy, new ones wait in the listen backlog (back-pressure, never an
+//! error). (Gap: tower's `ConcurrencyLimit` bounds requests, not connections, and closes nothing.)
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,7 +46,7 @@ pub struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         lock(&self.cap.live).remove(&self.id);
-        self.cap.counters.connections_open.fetch_sub(1, Ordering::Relaxed);
+        self.cap.counters.connections_open.dec();
     }
 }
 
@@ -84,31 +85,35 @@ impl Cap {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let phase = Phase::new();
         lock(&self.live).insert(id, phase.clone());
-        self.counters.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.counters.connections_open.inc();
         Slot { cap: self.clone(), id, _permit: permit, phase }
     }
 
-    /// Asks the connection that has waited longest with no request under way to close: a
-    /// new one silent for [`MIN_FRESH_TO_EVICT`], or a kept-alive one idle for
-    /// [`MIN_IDLE_TO_EVICT`]. False when there is none.
+    /// Asks a connection with no request under way to close. Connections that have never
+    /// served a request go first: the one silent longest, once silent for
+    /// [`MIN_FRESH_TO_EVICT`]. Only when there is none left, the kept-alive connection idle
+    /// longest, once idle for [`MIN_IDLE_TO_EVICT`] (a client's spare connection is worth more
+    /// than a dial that has not said a word). False when none was asked.
     pub fn evict_one(&self) -> bool {
         let live = lock(&self.live);
-        let longest = live
-            .values()
-            .filter_map(|p| p.waiting().map(|(fresh, waited)| (fresh, waited, p)))
-            .filter(|(fresh, waited, _)| {
-                *waited >= if *fresh { MIN_FRESH_TO_EVICT } else { MIN_IDLE_TO_EVICT }
-            })
-            .map(|(_, waited, p)| (waited, p))
-            .max_by_key(|(waited, _)| *waited);
-        match longest {
+        let (mut any_fresh, mut fresh, mut idle) = (false, None, None);
+        for p in live.values() {
+            let Some((is_fresh, waited)) = p.waiting() else { continue };
+            any_fresh |= is_fresh;
+            let (best, floor) =
+                if is_fresh { (&mut fresh, MIN_FRESH_TO_EVICT) } else { (&mut idle, MIN_IDLE_TO_EVICT) };
+            if waited >= floor && best.as_ref().is_none_or(|(w, _)| waited > *w) {
+                *best = Some((waited, p));
+            }
+        }
+        match fresh.or(if any_fresh { None } else { idle }) {
             Some((waited, phase)) => {
                 tracing::debug!(
                     waited_ms = waited.as_millis() as u64,
                     "connection cap reached: closing the longest-waiting idle connection"
                 );
                 phase.evict();
-                self.counters.connections_evicted.fetch_add(1, Ordering::Relaxed);
+                self.counters.connections_evicted.inc();
                 true
             }
             None => false,
@@ -163,7 +168,27 @@ mod tests {
         assert!(!fourth.is_finished());
         drop(b);
         let _d = fourth.await.unwrap();
-        assert_eq!(counters.connections_evicted.load(Ordering::Relaxed), 2);
-        assert_eq!(counters.connections_open.load(Ordering::Relaxed), 2);
+        assert_eq!(counters.connections_evicted.get(), 2);
+        assert_eq!(counters.connections_open.get(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_that_never_served_a_request_go_before_served_ones() {
+        let cap = Cap::new(8, Arc::new(ServerCounters::default()));
+        let served = cap.admit().await;
+        served.phase.request_started();
+        served.phase.request_finished();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let silent = cap.admit().await;
+        // The served connection has waited longer, but a silent one exists: it goes first,
+        // once silent for the floor.
+        assert!(!cap.evict_one());
+        tokio::time::sleep(MIN_FRESH_TO_EVICT).await;
+        assert!(cap.evict_one());
+        assert!(silent.phase.waiting().is_none(), "the silent connection was asked to close");
+        assert!(served.phase.waiting().is_some(), "the served connection was not");
+        drop(silent);
+        assert!(cap.evict_one());
+        assert!(served.phase.waiting().is_none());
     }
 }

@@ -1,20 +1,16 @@
-//! Per-connection timeouts that hyper does not separate: the time to send a request's headers
-//! once the first byte arrived (short, against slow clients) and the time a kept-alive
-//! connection may sit idle between requests (long, longer than the API server's own idle
-//! timeout, so that it is the client that closes idle connections and never races a request
-//! against the server's close).
+//! Per-connection timeouts that hyper does not separate (the gap: hyper's header timer also runs
+//! while a kept-alive connection is idle): the time to send a request's headers once the first
+//! byte arrived (short, against slow clients) and the time a kept-alive connection may sit idle
+//! between requests (long, longer than the API server's own idle timeout, so that it is the
+//! client that closes idle connections and never races a request against the server's close).
 //!
 //! [`Watched`] wraps the connection's IO and notes the first byte of each request;
 //! [`Phase`] is moved to busy when hyper hands the request to the service and back to idle
 //! when the response is ready; [`Phase::watchdog`] resolves when a limit is exceeded. The
 //! state and the time it was entered are one atomic word, so the watchdog never pairs a new
 //! state with an old time. [`Phase::evict`] asks the connection's task to close it (used at
-//! the connection cap, only for connections with no request under way). [`WriteStall`], under
-//! TLS, fails a write that has made no progress for its limit: a client that stops reading its
-//! responses would otherwise hold its connection (and a place under the cap) forever, as a
-//! graceful close waits for the response to be written.
+//! the connection cap, only for connections with no request under way).
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -202,111 +198,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
     }
 }
 
-/// The socket under TLS, failing writes that make no progress for a limit. It sits below TLS
-/// so that every byte the kernel accepts counts as progress (above it, TLS may report a flush
-/// as blocked while records still go out to a slow reader).
-pub struct WriteStall<T> {
-    inner: T,
-    /// How long a write may make no progress before it fails.
-    limit: Duration,
-    /// Running while a write is blocked; reset by any progress.
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl<T> WriteStall<T> {
-    /// `inner`, whose writes fail with `TimedOut` once blocked for `limit`.
-    pub fn new(inner: T, limit: Duration) -> Self {
-        Self { inner, limit, stalled: None }
-    }
-
-    /// `res` of a write-side call: progress resets the stall timer; a blocked call starts it,
-    /// and fails once it has run out (the timer's waker and the socket's are both registered).
-    fn track<R>(&mut self, cx: &mut Context<'_>, res: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
-        if res.is_ready() {
-            self.stalled = None;
-            return res;
-        }
-        let limit = self.limit;
-        let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the client read nothing of the response for {}ms", limit.as_millis()),
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for WriteStall<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for WriteStall<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        let res = Pin::new(&mut self.inner).poll_write(cx, data);
-        self.track(cx, res)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let res = Pin::new(&mut self.inner).poll_flush(cx);
-        self.track(cx, res)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let res = Pin::new(&mut self.inner).poll_shutdown(cx);
-        self.track(cx, res)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        self.track(cx, res)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_write_the_client_never_reads_fails_after_the_stall_limit() {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let (ours, mut theirs) = tokio::io::duplex(64);
-        let mut w = WriteStall::new(ours, Duration::from_secs(5));
-        // Progress, however slow, keeps the write alive.
-        let reader = tokio::spawn(async move {
-            let mut buf = [0u8; 16];
-            for _ in 0..8 {
-                tokio::time::sleep(Duration::from_secs(4)).await;
-                let _ = theirs.read(&mut buf).await;
-            }
-            theirs // kept open, never read again
-        });
-        let started = Instant::now();
-        w.write_all(&[7u8; 64 + 8 * 16]).await.unwrap();
-        assert!(started.elapsed() >= Duration::from_secs(28), "{:?}", started.elapsed());
-        // No progress at all: the write fails once the limit has passed.
-        let _theirs = reader.await.unwrap();
-        let started = Instant::now();
-        let e = w.write_all(&[7u8; 128]).await.unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
-        assert_eq!(started.elapsed(), Duration::from_secs(5));
-        assert_eq!(e.to_string(), "the client read nothing of the response for 5000ms");
-    }
 
     #[tokio::test(start_paused = true)]
     async fn idle_and_head_limits_are_separate() {

@@ -23,7 +23,8 @@ use super::cap::{Cap, Slot};
 use super::conn::{self, Expired};
 use super::AppState;
 
-/// Where the server is in its life.
+/// Where the server is in its life. (Gap: hyper-util's `GracefulShutdown` closes every
+/// connection at once, racing the first request of a new one, and adds no `Connection: close`.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stage {
     Serving,
@@ -59,7 +60,7 @@ pub(crate) async fn serve(
         let (tcp, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                state.metrics.server.accept_errors.fetch_add(1, Ordering::Relaxed);
+                state.metrics.server.accept_errors.inc();
                 errors.record(&e);
                 if is_out_of_descriptors(&e) {
                     cap.evict_one();
@@ -138,8 +139,12 @@ async fn connection(
     let limits = &state.limits;
     let phase = slot.phase.clone();
     // A client that reads nothing of what is sent to it for the header timeout (handshake or
-    // response) is cut off: it must not hold its connection, and a place under the cap, forever.
-    let tcp = conn::WriteStall::new(tcp, limits.header_read_timeout);
+    // response) is cut off: it must not hold its connection, and a place under the cap, forever
+    // (a graceful close waits for the response to be written). Below TLS, so every byte the
+    // kernel takes counts as progress; hyper has no write timeout of its own.
+    let mut tcp = tokio_io_timeout::TimeoutStream::new(tcp);
+    tcp.set_write_timeout(Some(limits.header_read_timeout));
+    let tcp = Box::pin(tcp);
     let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(tcp));
     let tls = tokio::select! {
         r = handshake => match r {
@@ -237,7 +242,8 @@ fn is_out_of_descriptors(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(23 | 24))
 }
 
-/// Accept errors, logged at most once a second with the count since the last line.
+/// Accept errors, logged at most once a second with the count since the last line. (Gap:
+/// tracing has no rate limit, and an accept loop out of descriptors fails 20 times a second.)
 #[derive(Debug, Default)]
 pub(crate) struct AcceptErrors {
     last_logged: Option<Instant>,

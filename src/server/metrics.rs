@@ -1,22 +1,19 @@
-//! `/metrics`: a few atomics and maps updated on each request, and gauges computed from the
-//! cluster view at scrape time, written in the Prometheus text format by [`crate::exposition`].
+//! `/metrics`: prometheus-client counters and histograms updated on each request, and gauges
+//! read from the cluster view at scrape time ([`ScrapeGauges`]), in one registry.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
-use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::exposition::register;
 
 use crate::admission::AdmissionRequest;
-use crate::cluster::ClusterView;
-use crate::exposition::{family, single};
-use crate::policy::Policy;
-use crate::tls::ReloadStats;
 
-use super::view_gauges::ViewGauges;
+pub use super::view_gauges::ScrapeGauges;
 
 /// Upper bounds (seconds) of the admission latency histogram: sub-millisecond decisions up to
 /// the API server's 10 s default webhook timeout.
@@ -58,31 +55,25 @@ pub fn request_resource_label(req: &AdmissionRequest) -> &'static str {
     RESOURCE_LABELS.iter().find(|r| is(r)).copied().unwrap_or("other")
 }
 
-#[derive(Clone, Debug, Default)]
-struct Histogram {
-    /// Non-cumulative counts per bucket, plus one for `+Inf`.
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
+/// A label set of `N` fixed names and values.
+type Labels<const N: usize> = [(&'static str, &'static str); N];
 
-/// The labels of one admission counter: webhook, resource, operation, decision.
-type Labels = (&'static str, &'static str, &'static str, &'static str);
-
-/// Counters and gauges kept by the server.
-#[derive(Debug, Default)]
+/// The server's metrics, in the one registry `/metrics` encodes: its own counters, the
+/// API-request statistics ([`crate::cluster::stats`]), the certificate reloads, and the
+/// gauges read at scrape time ([`ScrapeGauges`]).
+#[derive(Debug)]
 pub struct Metrics {
-    /// (webhook, resource, operation, decision) -> count. Every label value is one of a fixed
-    /// set, so counting a request allocates nothing.
-    requests: Mutex<BTreeMap<Labels, u64>>,
-    /// webhook -> latency histogram.
-    durations: Mutex<BTreeMap<&'static str, Histogram>>,
-    /// HTTP status code -> count of requests answered with an error.
-    http_errors: Mutex<BTreeMap<u16, u64>>,
-    in_flight: AtomicI64,
+    registry: Registry,
+    /// `webhook`, `resource`, `operation`, `decision`: every value is one of a fixed set.
+    requests: Family<Labels<4>, Counter>,
+    /// `webhook` -> latency.
+    durations: Family<Labels<1>, Histogram, fn() -> Histogram>,
+    /// `code`: HTTP status of requests answered with an error.
+    http_errors: Family<[(&'static str, u16); 1], Counter>,
+    in_flight: Gauge,
     /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
-    tls_handshake_errors: AtomicU64,
-    /// Server-side connection and failure counters (`ServerCounters::render`).
+    tls_handshake_errors: Counter,
+    /// Server-side connection and failure counters.
     pub server: std::sync::Arc<ServerCounters>,
 }
 
@@ -90,13 +81,13 @@ pub struct Metrics {
 #[derive(Debug, Default)]
 pub struct ServerCounters {
     /// Requests whose decision panicked (answered 500).
-    pub panics: AtomicU64,
+    pub panics: Counter,
     /// Connections open now.
-    pub connections_open: AtomicI64,
+    pub connections_open: Gauge,
     /// Idle connections closed to make room at `--max-connections`.
-    pub connections_evicted: AtomicU64,
+    pub connections_evicted: Counter,
     /// Failed `accept` calls (e.g. out of file descriptors).
-    pub accept_errors: AtomicU64,
+    pub accept_errors: Counter,
 }
 
 /// Decrements the in-flight gauge when dropped.
@@ -104,14 +95,87 @@ pub struct InFlight<'a>(&'a Metrics);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.in_flight.dec();
     }
 }
 
 impl Metrics {
+    /// The server's metrics, with `gauges` read at each scrape.
+    pub fn new(gauges: ScrapeGauges) -> Self {
+        let m = Self {
+            registry: Registry::default(),
+            requests: Family::default(),
+            durations: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
+            http_errors: Family::default(),
+            in_flight: Gauge::default(),
+            tls_handshake_errors: Counter::default(),
+            server: Default::default(),
+        };
+        let mut r = Registry::default();
+        register(&mut r, "longhorn_guard_admission_requests", "Admission requests decided, by webhook, resource, operation and decision (allow, warn, patch, deny).", m.requests.clone());
+        register(
+            &mut r,
+            "longhorn_guard_admission_duration_seconds",
+            "Time from the request body's arrival to the response, by webhook.",
+            m.durations.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_http_errors",
+            "Requests answered with an HTTP error instead of an AdmissionReview, by status code.",
+            m.http_errors.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_admission_in_flight",
+            "Admission requests being handled now.",
+            m.in_flight.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_tls_reloads",
+            "Serving certificate reloads, by result (success, error).",
+            gauges.tls.stats.reloads.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_tls_handshake_errors",
+            "Connections closed because the TLS handshake failed (e.g. plaintext HTTP).",
+            m.tls_handshake_errors.clone(),
+        );
+        let s = &m.server;
+        register(
+            &mut r,
+            "longhorn_guard_panics",
+            "Requests whose decision panicked; each was answered 500 and the server kept serving.",
+            s.panics.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_connections_evicted",
+            "Idle connections closed to make room at --max-connections.",
+            s.connections_evicted.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_accept_errors",
+            "Failed accept calls (e.g. out of file descriptors).",
+            s.accept_errors.clone(),
+        );
+        register(
+            &mut r,
+            "longhorn_guard_connections_open",
+            "Client connections open now (at most --max-connections).",
+            s.connections_open.clone(),
+        );
+        r.register_collector(Box::new(gauges));
+        crate::cluster::stats::global().register(&mut r);
+        Self { registry: r, ..m }
+    }
+
     /// Counts one admission request in flight until the guard is dropped.
     pub fn in_flight(&self) -> InFlight<'_> {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.inc();
         InFlight(self)
     }
 
@@ -124,194 +188,74 @@ impl Metrics {
         decision: &'static str,
         elapsed: Duration,
     ) {
-        *lock(&self.requests).entry((webhook, resource_label(resource), operation, decision)).or_default() +=
-            1;
+        let labels = [
+            ("webhook", webhook),
+            ("resource", resource_label(resource)),
+            ("operation", operation),
+            ("decision", decision),
+        ];
+        self.requests.get_or_create(&labels).inc();
         self.observe(webhook, elapsed);
     }
 
     /// Records one request's latency (decided or answered with an HTTP error).
     pub fn observe(&self, webhook: &'static str, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64();
-        let mut map = lock(&self.durations);
-        let h = map.entry(webhook).or_default();
-        if h.counts.is_empty() {
-            h.counts = vec![0; DURATION_BUCKETS.len() + 1];
-        }
-        let i = DURATION_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(DURATION_BUCKETS.len());
-        h.counts[i] += 1;
-        h.sum += secs;
-        h.count += 1;
+        self.durations.get_or_create(&[("webhook", webhook)]).observe(elapsed.as_secs_f64());
     }
 
     /// Records a request answered with HTTP status `code` (>= 400).
     pub fn http_error(&self, code: u16) {
-        *lock(&self.http_errors).entry(code).or_default() += 1;
+        self.http_errors.get_or_create(&[("code", code)]).inc();
     }
 
     /// Records a failed TLS handshake.
     pub fn tls_handshake_error(&self) {
-        self.tls_handshake_errors.fetch_add(1, Ordering::Relaxed);
+        self.tls_handshake_errors.inc();
     }
 
-    /// The whole exposition. `view` and `policy` feed the gauges computed at scrape time.
-    pub fn render(&self, view: &ClusterView, policy: &Policy, tls: &ReloadStats, now: SystemTime) -> String {
-        self.render_gauges(&ViewGauges::of(view, policy, now), tls)
+    /// Appends every metric in the Prometheus text format.
+    pub fn encode(&self, out: &mut String) {
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(out, &self.registry);
     }
-
-    /// The whole exposition from view gauges copied beforehand ([`ViewGauges::of`]), so the
-    /// caller may release the view's lock before formatting.
-    pub fn render_gauges(&self, gauges: &ViewGauges, tls: &ReloadStats) -> String {
-        let mut out = String::with_capacity(4096);
-        crate::exposition::append(&mut out, self.snapshot(tls));
-        crate::exposition::append(&mut out, gauges.clone());
-        crate::cluster::stats::global().render(&mut out);
-        out
-    }
-
-    /// The server's counters at one scrape.
-    fn snapshot(&self, tls: &ReloadStats) -> Snapshot {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        Snapshot {
-            requests: lock(&self.requests).clone(),
-            durations: lock(&self.durations).clone(),
-            http_errors: lock(&self.http_errors).clone(),
-            in_flight: self.in_flight.load(Ordering::Relaxed),
-            tls_reloads: [get(&tls.success), get(&tls.error)],
-            tls_not_after: tls.not_after.load(Ordering::Relaxed),
-            tls_handshake_errors: get(&self.tls_handshake_errors),
-            panics: get(&self.server.panics),
-            connections_open: self.server.connections_open.load(Ordering::Relaxed),
-            connections_evicted: get(&self.server.connections_evicted),
-            accept_errors: get(&self.server.accept_errors),
-        }
-    }
-}
-
-/// The server's counters, copied at one scrape.
-#[derive(Debug)]
-struct Snapshot {
-    requests: BTreeMap<Labels, u64>,
-    durations: BTreeMap<&'static str, Histogram>,
-    http_errors: BTreeMap<u16, u64>,
-    in_flight: i64,
-    /// Successes, errors.
-    tls_reloads: [u64; 2],
-    /// Seconds since the epoch; 0 when unknown (the gauge is then left out).
-    tls_not_after: i64,
-    tls_handshake_errors: u64,
-    panics: u64,
-    connections_open: i64,
-    connections_evicted: u64,
-    accept_errors: u64,
-}
-
-impl Collector for Snapshot {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let e = &mut encoder;
-        let mut f = family(e, "longhorn_guard_admission_requests", "Admission requests decided, by webhook, resource, operation and decision (allow, warn, patch, deny).", MetricType::Counter)?;
-        for ((w, r, o, d), n) in &self.requests {
-            let labels = [("webhook", *w), ("resource", r), ("operation", o), ("decision", d)];
-            f.labelled(&labels, *n as f64)?;
-        }
-
-        let mut f = family(
-            e,
-            "longhorn_guard_admission_duration_seconds",
-            "Time from the request body's arrival to the response, by webhook.",
-            MetricType::Histogram,
-        )?;
-        for (w, h) in &self.durations {
-            f.histogram(&[("webhook", *w)], &DURATION_BUCKETS, &h.counts, h.sum)?;
-        }
-
-        let mut f = family(
-            e,
-            "longhorn_guard_http_errors",
-            "Requests answered with an HTTP error instead of an AdmissionReview, by status code.",
-            MetricType::Counter,
-        )?;
-        for (code, n) in &self.http_errors {
-            f.labelled(&[("code", code.to_string())], *n as f64)?;
-        }
-
-        single(
-            e,
-            "longhorn_guard_admission_in_flight",
-            "Admission requests being handled now.",
-            MetricType::Gauge,
-            self.in_flight as f64,
-        )?;
-
-        let mut f = family(
-            e,
-            "longhorn_guard_tls_reloads",
-            "Serving certificate reloads, by result (success, error).",
-            MetricType::Counter,
-        )?;
-        f.labelled(&[("result", "success")], self.tls_reloads[0] as f64)?;
-        f.labelled(&[("result", "error")], self.tls_reloads[1] as f64)?;
-        if self.tls_not_after > 0 {
-            single(
-                e,
-                "longhorn_guard_tls_cert_expiry_timestamp_seconds",
-                "When the served certificate (its leaf) expires, in seconds since the Unix epoch.",
-                MetricType::Gauge,
-                self.tls_not_after as f64,
-            )?;
-        }
-
-        let counters: [(&str, &str, u64); 4] = [
-            (
-                "longhorn_guard_tls_handshake_errors",
-                "Connections closed because the TLS handshake failed (e.g. plaintext HTTP).",
-                self.tls_handshake_errors,
-            ),
-            (
-                "longhorn_guard_panics",
-                "Requests whose decision panicked; each was answered 500 and the server kept serving.",
-                self.panics,
-            ),
-            (
-                "longhorn_guard_connections_evicted",
-                "Idle connections closed to make room at --max-connections.",
-                self.connections_evicted,
-            ),
-            (
-                "longhorn_guard_accept_errors",
-                "Failed accept calls (e.g. out of file descriptors).",
-                self.accept_errors,
-            ),
-        ];
-        for (name, help, n) in counters {
-            single(e, name, help, MetricType::Counter, n as f64)?;
-        }
-        family(
-            e,
-            "longhorn_guard_connections_open",
-            "Client connections open now (at most --max-connections).",
-            MetricType::Gauge,
-        )?
-        .value(self.connections_open as f64)
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::Source;
+    use crate::cluster::{ClusterView, SharedView, Source};
+    use crate::policy::Policy;
+    use crate::tls::{ReloadingCert, TlsFiles};
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    /// Metrics over an empty snapshot view; the tempdir holds the certificates.
+    fn metrics() -> (Metrics, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
+        let tls = ReloadingCert::load(TlsFiles::in_dir(dir.path()), crate::tls::provider()).unwrap();
+        let view = ClusterView::from_objects(Source::Snapshot("x".into()), [], SystemTime::now());
+        let gauges = ScrapeGauges {
+            view: SharedView::new(view),
+            policy: Arc::new(Policy::default()),
+            tls: Arc::new(tls),
+        };
+        (Metrics::new(gauges), dir)
+    }
+
+    fn render(m: &Metrics) -> String {
+        let mut out = String::new();
+        m.encode(&mut out);
+        out
+    }
 
     #[test]
     fn renders_counters_histogram_and_view_gauges() {
-        let m = Metrics::default();
+        let (m, _certs) = metrics();
         m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::from_micros(300));
         m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::from_secs(20));
         m.http_error(400);
-        let view = ClusterView::from_objects(Source::Snapshot("x".into()), [], SystemTime::now());
-        let text = m.render(&view, &Policy::default(), &ReloadStats::default(), SystemTime::now());
+        let text = render(&m);
         assert!(text.contains(
             "longhorn_guard_admission_requests_total{webhook=\"validate\",resource=\"pods/eviction\",operation=\"CREATE\",decision=\"deny\"} 2"
         ));
@@ -367,7 +311,7 @@ mod tests {
 
     #[test]
     fn resource_label_takes_only_handled_resources() {
-        let m = Metrics::default();
+        let (m, _certs) = metrics();
         for r in RESOURCE_LABELS {
             assert_eq!(resource_label(r), r);
         }
@@ -376,8 +320,7 @@ mod tests {
             m.admission("validate", junk, "CREATE", "allow", Duration::ZERO);
         }
         m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::ZERO);
-        let view = ClusterView::from_objects(Source::Snapshot("x".into()), [], SystemTime::now());
-        let text = m.render(&view, &Policy::default(), &ReloadStats::default(), SystemTime::now());
+        let text = render(&m);
         let values: std::collections::BTreeSet<&str> = text
             .lines()
             .filter(|l| l.starts_with("longhorn_guard_admission_requests_total{"))

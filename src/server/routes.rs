@@ -2,7 +2,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -80,12 +80,13 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
             app.admitter.admit(kind, &bytes, remaining).await
         };
         // A panic while deciding answers this request 500 (the API server then applies the
-        // webhook's failurePolicy); the connection and the server carry on.
+        // webhook's failurePolicy); the connection and the server carry on. (Gap: tower-http's
+        // `CatchPanic` sits outside the handler: no webhook in the log line, no latency.)
         match std::panic::AssertUnwindSafe(decide).catch_unwind().await {
             Ok(Ok(admitted)) => Ok((admitted, budget)),
             Ok(Err(e)) => Err((StatusCode::BAD_REQUEST, e.to_string())),
             Err(panic) => {
-                app.metrics.server.panics.fetch_add(1, Ordering::Relaxed);
+                app.metrics.server.panics.inc();
                 let what = crate::clip::panic_text(panic.as_ref());
                 tracing::error!(webhook = kind.as_str(), panic = %clip_to(&what, MAX_TEXT), "decision panicked; answering 500");
                 Err((
@@ -133,7 +134,8 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
 
 /// The per-request deadline: `--request-timeout`, or less when the API server's
 /// `?timeout=` is shorter, minus a margin (a fifth of it, at most 2 s) so the answer arrives
-/// before the API server gives up.
+/// before the API server gives up. (Gap: tower-http's `TimeoutLayer` answers an empty 408 at one
+/// fixed deadline; this follows the API server's `?timeout=`, and the 503 says why.)
 pub fn request_deadline(configured: Duration, query: Option<&str>) -> Duration {
     let Some(api) = query
         .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("timeout=")).and_then(parse_go_duration))
@@ -190,10 +192,8 @@ async fn readyz(State(app): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<AppState>>) -> Response {
-    let mut body = {
-        let view = app.admitter.view.read();
-        app.metrics.render(&view, &app.admitter.policy, &app.tls.stats, SystemTime::now())
-    };
+    let mut body = String::with_capacity(8192);
+    app.metrics.encode(&mut body);
     app.observe_readiness();
     crate::exposition::append(&mut body, app.readiness.gauges());
     if let Some(checks) = &app.checks {
@@ -237,14 +237,18 @@ mod tests {
         let view =
             crate::cluster::SharedView::new(crate::cluster::snapshot::load(Path::new(snapshot)).unwrap());
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
+        let metrics = crate::server::metrics::Metrics::new(crate::server::metrics::ScrapeGauges {
+            view: admitter.view.clone(),
+            policy: admitter.policy.clone(),
+            tls,
+        });
         let app = AppState {
             admitter,
             checks: None,
-            metrics: Default::default(),
+            metrics,
             limits: Default::default(),
             shutting_down: Default::default(),
             accepting: Default::default(),
-            tls,
             bodies: crate::server::body::BodyBudget::new(crate::server::Limits::default().max_body_bytes),
             readiness: crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
                 unready_after: Duration::from_secs(10),

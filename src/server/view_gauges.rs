@@ -1,45 +1,52 @@
-//! The `/metrics` gauges derived from the cluster view: their inputs are copied out under the
-//! view's read lock in one cheap step, and rendered after the lock is released.
+//! The `/metrics` gauges read at scrape time: the cluster view's freshness, object counts and
+//! stalled rebuilds, and the served certificate's expiry.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
-use crate::cluster::{ClusterView, Freshness, ObjectKind};
+use crate::cluster::SharedView;
 use crate::exposition::{family, single};
-use crate::policy::drain::StalledRebuild;
 use crate::policy::Policy;
+use crate::tls::ReloadingCert;
 
-/// What the view-derived gauges need, copied out of the view in one cheap step: its
-/// freshness, object counts, and the stalled rebuilds found through the view's index of
-/// engines that are rebuilding (never a walk over every engine). Add new inputs here.
-#[derive(Clone, Debug)]
-pub struct ViewGauges {
-    fresh: Freshness,
-    counts: Vec<(ObjectKind, usize)>,
-    stalled: Vec<StalledRebuild>,
-    now: SystemTime,
+/// What the scrape-time gauges are read from.
+#[derive(Debug)]
+pub struct ScrapeGauges {
+    pub view: SharedView,
+    pub policy: Arc<Policy>,
+    pub tls: Arc<ReloadingCert>,
 }
 
-impl ViewGauges {
-    /// Copies the gauge inputs out of `view` (hold its read lock only for this call).
-    pub fn of(view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
-        Self {
-            fresh: view.freshness(),
-            counts: view.counts(),
-            stalled: crate::policy::drain::stalled_rebuilds(view, policy, now),
-            now,
-        }
-    }
-}
-
-/// Gauges derived from the cluster view, from their copied inputs.
-impl Collector for ViewGauges {
+/// Gauges read at each scrape. The view's inputs are taken under its read lock in one cheap
+/// step (stalled rebuilds through the view's index of rebuilding engines, never a walk over
+/// every engine) and encoded after it is released.
+impl Collector for ScrapeGauges {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let now = SystemTime::now();
+        let (fresh, counts, stalled) = {
+            let view = self.view.read();
+            (
+                view.freshness(),
+                view.counts(),
+                crate::policy::drain::stalled_rebuilds(&view, &self.policy, now),
+            )
+        };
         let e = &mut encoder;
-        let (fresh, now) = (&self.fresh, self.now);
+        let not_after = self.tls.stats.not_after.load(Ordering::Relaxed);
+        if not_after > 0 {
+            single(
+                e,
+                "longhorn_guard_tls_cert_expiry_timestamp_seconds",
+                "When the served certificate (its leaf) expires, in seconds since the Unix epoch.",
+                MetricType::Gauge,
+                not_after as f64,
+            )?;
+        }
         single(
             e,
             "longhorn_guard_cluster_view_synced",
@@ -66,7 +73,7 @@ impl Collector for ViewGauges {
             "Objects in the cluster view, by kind.",
             MetricType::Gauge,
         )?;
-        for &(kind, n) in &self.counts {
+        for &(kind, n) in &counts {
             f.labelled(&[("kind", kind.display())], n as f64)?;
         }
 
@@ -75,7 +82,7 @@ impl Collector for ViewGauges {
             "longhorn_guard_stalled_rebuilds",
             "Replica rebuilds whose progress has not moved for longer than drain.stallAfter.",
             MetricType::Gauge,
-            self.stalled.len() as f64,
+            stalled.len() as f64,
         )?;
         let mut f = family(
             e,
@@ -83,7 +90,7 @@ impl Collector for ViewGauges {
             "Unix time since which each stalled rebuild's progress has not moved.",
             MetricType::Gauge,
         )?;
-        for s in &self.stalled {
+        for s in &stalled {
             let since = s.since.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             let labels = [
                 ("volume", s.volume.as_str()),

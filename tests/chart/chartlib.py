@@ -58,10 +58,21 @@ def chart():
         yield loaded
 
 
-def render_files(chart: helm.Chart, values: Obj | None = None, **kw: Any) -> dict[str, str]:
+def render_files(
+    chart: helm.Chart, values: Obj | None = None, *, api_versions: list[str] | None = None, **kw: Any
+) -> dict[str, str]:
+    """The chart's files. api_versions: what .Capabilities.APIVersions holds beyond Helm's
+    defaults, as `helm template --api-versions` (the SDK's render options take them; its Python
+    wrapper does not pass them on)."""
     kw.setdefault("name", RELEASE)
     kw.setdefault("namespace", NAMESPACE)
-    return chart.render(values, is_install=True, **kw)
+    if api_versions is None:
+        return chart.render(values, is_install=True, **kw)
+    from helm_python import _native
+    from helm_python.chart import _dumps
+
+    opts = {**kw, "is_install": True, "api_versions": api_versions}
+    return json.loads(_native.call_string("helm_render", chart._raw(), _dumps(values), json.dumps(opts)))
 
 
 def render(chart: helm.Chart, values: Obj | None = None, **kw: Any) -> list[Obj]:
@@ -98,6 +109,24 @@ def copy_manifests(tmp: Path) -> Path:
     dest = tmp / "manifests"
     shutil.copytree(MANIFESTS, dest, ignore=shutil.ignore_patterns("tls"))
     return dest
+
+
+def overlay(manifests: Path, name: str, resources: list[str], components: list[str]) -> Path:
+    """A kustomization of one's own under the manifests copy: RESOURCES and COMPONENTS (paths
+    relative to it), as docs/install.md tells users to add a component."""
+    mine = manifests / name
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(
+        json.dumps(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": resources,
+                "components": components,
+            }
+        )
+    )
+    return mine
 
 
 def write_dev_certs(manifests: Path, secret: Obj) -> None:

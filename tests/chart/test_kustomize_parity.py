@@ -16,6 +16,7 @@ from chartlib import (
     find,
     kinds,
     kustomize,
+    overlay,
     policy_text,
     render,
     write_dev_certs,
@@ -63,20 +64,7 @@ def test_monitoring_is_the_monitoring_component(chart, tmp_path):
     )
     manifests = copy_manifests(tmp_path)
     write_dev_certs(manifests, find(objs, "Secret"))
-    mine = manifests / "with-monitoring"
-    mine.mkdir()
-    (mine / "kustomization.yaml").write_text(
-        textwrap.dedent(
-            """\
-            apiVersion: kustomize.config.k8s.io/v1beta1
-            kind: Kustomization
-            resources:
-              - ../overlays/dev-certs
-            components:
-              - ../components/monitoring
-            """
-        )
-    )
+    mine = overlay(manifests, "with-monitoring", ["../overlays/dev-certs"], ["../components/monitoring"])
     assert_same_objects(objs, kustomize(mine), except_keys=[NS_KEY])
 
 

@@ -104,3 +104,55 @@ namespaceSelector:
       operator: NotIn
       values: [{{ .Release.Namespace | quote }}, "kube-system"]
 {{- end -}}
+
+{{/*
+How the init gate reaches instance-manager pods (initGate.via): "policy" or "webhook". auto:
+policy where the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+(Kubernetes 1.36 and later), else webhook.
+*/}}
+{{- define "longhorn-guard.initGateVia" -}}
+{{- $via := .Values.initGate.via | default "auto" -}}
+{{- if eq $via "auto" -}}
+{{- if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+policy
+{{- else -}}
+webhook
+{{- end -}}
+{{- else -}}
+{{- $via -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gate's image: policy.gate.image, else the server's. */}}
+{{- define "longhorn-guard.gateImage" -}}
+{{- (.Values.policy.gate | default dict).image | default (include "longhorn-guard.image" .) -}}
+{{- end -}}
+
+{{/*
+The gate's --timeout as the webhook writes it (Rust humantime, spaces removed: "1m",
+"1m30s", "1s500ms"): policy.gate.timeout ("90s", "1m30s", "500ms", or whole seconds) summed
+in nanoseconds and written from hours down to nanoseconds, zero parts left out.
+*/}}
+{{- define "longhorn-guard.gateTimeout" -}}
+{{- $t := (.Values.policy.gate | default dict).timeout | default "60s" -}}
+{{- $ns := 0 -}}
+{{- $unit := dict "ns" 1 "us" 1000 "ms" 1000000 "s" 1000000000 "m" 60000000000 "h" 3600000000000 "d" 86400000000000 -}}
+{{- if kindIs "string" $t -}}
+{{- range regexFindAll "[0-9]+(ns|us|ms|s|m|h|d)" $t -1 -}}
+{{- $u := regexFind "[a-z]+$" . -}}
+{{- $ns = add $ns (mul (trimSuffix $u . | int64) (index $unit $u)) -}}
+{{- end -}}
+{{- else -}}
+{{- $ns = mul (int64 $t) 1000000000 -}}
+{{- end -}}
+{{- $out := "" -}}
+{{- range $u := list "h" "m" "s" "ms" "us" "ns" -}}
+{{- $size := index $unit $u -}}
+{{- $n := div $ns $size -}}
+{{- if gt $n 0 -}}
+{{- $out = printf "%s%d%s" $out $n $u -}}
+{{- $ns = sub $ns (mul $n $size) -}}
+{{- end -}}
+{{- end -}}
+{{- $out | default "0s" -}}
+{{- end -}}

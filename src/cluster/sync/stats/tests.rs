@@ -36,7 +36,14 @@ fn requests_are_classified_by_kind_and_verb() {
 
 #[test]
 fn renders_fixed_label_sets() {
-    let s: &'static ApiStats = Box::leak(Box::new(ApiStats::new()));
+    let s = ApiStats::new();
+    let mut registry = Registry::default();
+    s.register(&mut registry);
+    let render = || {
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).unwrap();
+        out
+    };
     let (one, two) = (s.queued(), s.queued());
     drop(one);
     s.api_request("GET", "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/replicas", "");
@@ -44,8 +51,7 @@ fn renders_fixed_label_sets() {
     s.api_request("GET", "/apis/example.com/v1/widgets", "watch=1");
     s.confirmation(ConfirmResult::Allowed, Duration::from_millis(7));
     s.confirmation(ConfirmResult::Failed, Duration::from_secs(30));
-    let mut out = String::new();
-    s.render(&mut out);
+    let out = render();
     for line in [
         "longhorn_guard_api_requests_total{kind=\"replicas.longhorn.io\",verb=\"list\"} 2",
         "longhorn_guard_api_requests_total{kind=\"other\",verb=\"watch\"} 1",
@@ -64,8 +70,7 @@ fn renders_fixed_label_sets() {
         assert!(out.lines().any(|l| l == line), "missing {line} in\n{out}");
     }
     drop(two);
-    let mut out = String::new();
-    s.render(&mut out);
+    let out = render();
     assert!(out.lines().any(|l| l == "longhorn_guard_confirmations_queued 0"), "{out}");
     assert!(!out.contains("verb=\"get\""), "zero series are not rendered: {out}");
 }
