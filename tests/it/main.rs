@@ -29,6 +29,8 @@ mod freshness_probes;
 mod fuzz;
 mod gate;
 mod gate_api;
+mod gate_policy;
+mod gate_policy_literal;
 mod init_gate;
 mod layers;
 mod lint;
