@@ -67,7 +67,7 @@ lint-example: build ## Lint the shipped samples in examples/lint (warn, deny and
 # 250,000 cases per target x 5 targets = 1,250,000 inputs (docs/server.md, "Fuzzing").
 FUZZ_CASES ?= 250000
 fuzz: ## Fuzz every parser and decision: FUZZ_CASES cases per target (release build)
-	FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test fuzz -- --nocapture
+	FUZZ_CASES=$(FUZZ_CASES) $(CARGO) test --release --locked --test it fuzz:: -- --nocapture
 
 bench: ## Decision latency and view memory on a synthetic cluster (release build)
 	$(CARGO) bench --locked --bench decide

@@ -1,6 +1,8 @@
 //! `/metrics` counts the API requests of a confirmation by kind and verb, the confirmation's
 //! result and its latency. One test in this binary: the counters are process-wide.
 
+// Its own binary: the API request and confirmation counters it reads exactly are process-wide.
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

@@ -7,13 +7,13 @@
 //! [`podinfo_volume`], the webhook's own, rendered with stand-ins for the per-pod parts (the
 //! networks, the service-account mount) and for the policy's settings, which become CEL
 //! variables. `longhorn-guard gate-policy` prints what this module renders; the shipped
-//! manifests are its output (tests/gate_policy.rs fails when they drift).
+//! manifests are its output (tests/it/gate_policy.rs fails when they drift).
 //!
 //! Patch contract: the list of init containers is appended to with `add
 //! /spec/initContainers/-`, after `add /spec/initContainers` with an EMPTY list when the pod has
 //! none. `add /spec/initContainers` with a list of typed objects as its value panics the
 //! request handler of kube-apiserver v1.36.2 (cel-go's list conversion; the client sees
-//! INTERNAL_ERROR), so it is never used (tests/gate_policy.rs checks). Volumes likewise.
+//! INTERNAL_ERROR), so it is never used (tests/it/gate_policy.rs checks). Volumes likewise.
 
 pub mod cel;
 
