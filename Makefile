@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy replicas-policy bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn
+.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy replicas-policy bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn e2e-longhorn-multus
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -160,4 +160,11 @@ longhorn-bin: ## Build Longhorn v1.12.1 and Multus v3.9.3/v4.2.4 from source tre
 # Root; the e2e-cluster settings, plus LONGHORN_BIN_DIR (make longhorn-bin) and LONGHORN_SRC.
 e2e-longhorn: image-oci ## Real Longhorn v1.12.1 on the real-kubelet cluster (3 nodes): scenarios a-e of e2e/longhorn/checks.sh
 	GUARD_IMAGE=$(IMAGE) GUARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) LONGHORN_BIN_DIR=$(LONGHORN_BIN_DIR) \
-	  E2E_CLUSTER_SUITE=longhorn e2e/cluster.sh run
+	  E2E_CLUSTER_SUITE=longhorn E2E_MULTUS= e2e/cluster.sh run
+
+# Root; e2e-longhorn's settings, plus E2E_MULTUS (v3.9.3 or v4.2.4) and MULTUS_SRC (multus-cni at
+# that tag). F_STALL_S: how long the raced rebuild is sampled without the gate.
+E2E_MULTUS ?= v4.2.4
+e2e-longhorn-multus: image-oci ## The seed's race with real Multus E2E_MULTUS on real Longhorn: stall without the gate, rebuild with it (e2e/longhorn/seedrace.sh)
+	GUARD_IMAGE=$(IMAGE) GUARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) LONGHORN_BIN_DIR=$(LONGHORN_BIN_DIR) \
+	  E2E_CLUSTER_SUITE=longhorn E2E_MULTUS=$(E2E_MULTUS) e2e/cluster.sh run

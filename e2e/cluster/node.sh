@@ -120,6 +120,13 @@ node_up() {
 		ctr_ "$i" images import "$img" >/dev/null || die "ctr import $img into node-$i failed"
 	done
 	kubelet_conf "$i" >"$nd/kubelet.yaml"
+	kubelet_start "$i"
+}
+
+# kubelet_start NODE: node-N's kubelet (again, after `stop_named kubelet-N`: a node's reboot).
+kubelet_start() {
+	local i=$1 nd
+	nd=$(node_dir "$i")
 	start_bg "kubelet-$i" "$KUBE_BIN_DIR/kubelet" --config="$nd/kubelet.yaml" \
 		--kubeconfig="$PKI/node-$i.kubeconfig" --root-dir="$nd/kubelet" --cert-dir="$nd/kubelet/pki" \
 		--hostname-override="node-$i" --node-ip="$(node_ip "$i")" \

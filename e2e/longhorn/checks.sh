@@ -4,6 +4,7 @@
 #   a. Longhorn up, the guard reading it      b. drains beside Longhorn's node-drain-policy
 #   c. a real rebuild, check drain --wait     e. no false allow through Longhorn's churn
 #   d. longhorn#10833 diagnosed live (last: it deletes a Node)
+# With E2E_MULTUS (make e2e-longhorn-multus), the seed's race s0-s4 instead (seedrace.sh).
 PASSED=0
 FAILED=0
 FAILURES=()
@@ -11,12 +12,16 @@ for f in install drain; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
-for f in longhorn drains rebuild churn; do
+for f in longhorn drains rebuild churn seedrace; do
 	# shellcheck source=/dev/null
 	. "$E2E/longhorn/$f.sh"
 done
 
 run_checks() {
+	if multus_on; then
+		run_checks_multus
+		return
+	fi
 	longhorn_up
 	install_guard
 	check_guard_reads_longhorn
@@ -24,6 +29,17 @@ run_checks() {
 	check_rebuild
 	check_churn
 	check_10833
+	summary
+}
+
+# run_checks_multus (make e2e-longhorn-multus): Multus first, then Longhorn, its storage
+# network, the guard, and the seed's race (e2e/longhorn/seedrace.sh).
+run_checks_multus() {
+	multus_up
+	longhorn_up
+	storage_network_up
+	install_guard
+	check_seed_race
 	summary
 }
 

@@ -31,6 +31,16 @@ LH=$E2E/longhorn/lh.py
 
 node_disk() { echo "$LH_HOST_DIR/lg-e2e-node-$1"; }
 
+# E2E_MULTUS (make e2e-longhorn-multus): real Multus and the storage network
+# (e2e/longhorn/multus.sh), and the seed's race in place of scenarios a-e. `down` and `checks`
+# on a cluster `up` made take the version it recorded.
+E2E_MULTUS=${E2E_MULTUS:-$(cat "$DIR/multus" 2>/dev/null || true)}
+if [ -n "$E2E_MULTUS" ]; then
+	# shellcheck source=e2e/longhorn/multus.sh
+	. "$E2E/longhorn/multus.sh"
+fi
+multus_on() { [ -n "$E2E_MULTUS" ]; }
+
 suite_preflight() {
 	local b
 	[ -n "$LONGHORN_BIN_DIR" ] || die "set LONGHORN_BIN_DIR to e2e/longhorn/build.sh's output directory"
@@ -47,6 +57,7 @@ suite_preflight() {
 	if [ -e "$LH_HOST_DIR" ] && [ ! -f "$LH_MARK" ]; then
 		die "$LH_HOST_DIR exists and this harness did not create it: refusing to run over another Longhorn"
 	fi
+	! multus_on || multus_preflight
 }
 
 # suite_host_up: shared mount propagation on / (the manager's Bidirectional hostPath), the
@@ -63,12 +74,17 @@ suite_host_up() {
 	mkdir -p "$DIR/bin"
 	cp "$(command -v sleep)" "$DIR/bin/iscsid"
 	start_bg iscsid "$DIR/bin/iscsid" infinity
+	if multus_on; then
+		echo "$E2E_MULTUS" >"$DIR/multus"
+		multus_host_up
+	fi
 	printf '    / propagation: %s; disks: %s; iscsid stand-in pid %s\n' "$(findmnt -no PROPAGATION /)" \
 		"$(for i in $(seq 1 "$NODES"); do printf '%s ' "$(node_disk "$i")"; done)" "$(cat "$DIR/pids/iscsid.pid")"
 }
 
 suite_host_down() {
 	stop_named iscsid
+	! multus_on || multus_host_down
 	umount_under "$LH_HOST_DIR"
 	[ -f "$LH_MARK" ] && rm -rf "$LH_HOST_DIR"
 	if [ "${ROOT_PROPAGATION_BEFORE:-}" = private ]; then mount --make-rprivate /; fi
