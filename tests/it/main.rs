@@ -40,6 +40,7 @@ mod message_property;
 mod monitoring;
 mod policy_env;
 mod real_longhorn;
+mod real_multus;
 mod replicas;
 mod review_cli;
 mod serve_flags;
