@@ -4,7 +4,8 @@
 #   a. Longhorn up, the guard reading it      b. drains beside Longhorn's node-drain-policy
 #   c. a real rebuild, check drain --wait     e. no false allow through Longhorn's churn
 #   d. longhorn#10833 diagnosed live (last: it deletes a Node)
-# With E2E_MULTUS (make e2e-longhorn-multus), the seed's race s0-s4 instead (seedrace.sh).
+# With E2E_MULTUS (make e2e-longhorn-multus), the seed's race s0-s4 instead (seedrace.sh), and
+# s5, the other way of racing: a late Multus status write (latestatus.sh).
 PASSED=0
 FAILED=0
 FAILURES=()
@@ -12,7 +13,7 @@ for f in install drain; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
-for f in longhorn drains rebuild churn seedrace; do
+for f in longhorn drains rebuild churn seedrace latestatus; do
 	# shellcheck source=/dev/null
 	. "$E2E/longhorn/$f.sh"
 done
@@ -40,6 +41,7 @@ run_checks_multus() {
 	storage_network_up
 	install_guard
 	check_seed_race
+	check_late_status
 	summary
 }
 
