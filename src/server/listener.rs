@@ -186,7 +186,7 @@ async fn connection(
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
-    let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
+    let io = TokioIo::new(conn::watched(tls, phase.clone()));
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let (head, idle) = (limits.header_read_timeout, limits.idle_timeout);
