@@ -176,12 +176,13 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr =
             listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-        let rule = readiness_rule(&config);
-        let metrics = Metrics::new(metrics::ScrapeGauges {
+        let readiness = readiness::Readiness::new(readiness_rule(&config));
+        let gauges = metrics::ScrapeGauges {
             view: config.admitter.view.clone(),
             policy: config.admitter.policy.clone(),
             tls: cert.clone(),
-        });
+        };
+        let metrics = Metrics::new(gauges, &readiness);
         let state = Arc::new(AppState {
             admitter: config.admitter,
             checks: config.checks,
@@ -190,7 +191,7 @@ impl Server {
             shutting_down: Arc::new(AtomicBool::new(false)),
             accepting: Arc::new(AtomicBool::new(true)),
             bodies: body::BodyBudget::new(config.limits.max_body_bytes),
-            readiness: readiness::Readiness::new(rule),
+            readiness,
         });
         let (shutting_down, accepting) = (state.shutting_down.clone(), state.accepting.clone());
         let (tx, rx) = watch::channel(false);

@@ -109,7 +109,7 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
             let req = &admitted.request;
             app.metrics.admission(
                 kind.as_str(),
-                super::metrics::request_resource_label(req),
+                &req.resource_label(),
                 req.operation.as_str(),
                 admitted.decision.outcome(),
                 started.elapsed(),
@@ -193,9 +193,8 @@ async fn readyz(State(app): State<Arc<AppState>>) -> Response {
 
 async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let mut body = String::with_capacity(8192);
-    app.metrics.encode(&mut body);
     app.observe_readiness();
-    crate::exposition::append(&mut body, app.readiness.gauges());
+    app.metrics.encode(&mut body);
     if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         crate::check::cluster::metrics::render(&mut body, &status);
@@ -237,11 +236,17 @@ mod tests {
         let view =
             crate::cluster::SharedView::new(crate::cluster::snapshot::load(Path::new(snapshot)).unwrap());
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
-        let metrics = crate::server::metrics::Metrics::new(crate::server::metrics::ScrapeGauges {
+        let readiness = crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
+            unready_after: Duration::from_secs(10),
+            max_view_age: Duration::from_secs(5),
+            by_age: true,
+        });
+        let gauges = crate::server::metrics::ScrapeGauges {
             view: admitter.view.clone(),
             policy: admitter.policy.clone(),
             tls,
-        });
+        };
+        let metrics = crate::server::metrics::Metrics::new(gauges, &readiness);
         let app = AppState {
             admitter,
             checks: None,
@@ -250,11 +255,7 @@ mod tests {
             shutting_down: Default::default(),
             accepting: Default::default(),
             bodies: crate::server::body::BodyBudget::new(crate::server::Limits::default().max_body_bytes),
-            readiness: crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
-                unready_after: Duration::from_secs(10),
-                max_view_age: Duration::from_secs(5),
-                by_age: true,
-            }),
+            readiness,
         };
         (Arc::new(app), dir)
     }
