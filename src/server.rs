@@ -21,11 +21,9 @@ pub mod routes;
 mod view_gauges;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -35,47 +33,8 @@ use crate::check::cluster::metrics::SharedChecks;
 use crate::cluster::{snapshot, ClusterView, SharedView, Source};
 use crate::policy::Policy;
 use crate::tls::{ReloadingCert, TlsError, TlsFiles};
-pub use args::ServeArgs;
+pub use args::{Limits, ServeArgs};
 use metrics::Metrics;
-
-/// Limits and timings of the server, and who may connect.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub max_body_bytes: u64,
-    pub header_read_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub request_timeout: Duration,
-    pub shutdown_delay: Duration,
-    pub shutdown_grace: Duration,
-    pub tls_reload_interval: Duration,
-    pub max_connections: u32,
-    /// Serve only clients with a certificate from this CA file (`--client-ca`).
-    pub client_ca: Option<PathBuf>,
-    /// How long the view may stay unproven before `/readyz` turns 503 (`--unready-after`);
-    /// `None`: 1.5 × `drain.maxViewAge`; zero: never ([`readiness`]).
-    pub unready_after: Option<Duration>,
-    /// The view's age counts for readiness (probes run); else only failing watches and
-    /// unreadable objects do.
-    pub unready_by_age: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: 7 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(120),
-            request_timeout: Duration::from_secs(8),
-            shutdown_delay: Duration::from_secs(15),
-            shutdown_grace: Duration::from_secs(10),
-            tls_reload_interval: Duration::from_secs(2),
-            max_connections: 512,
-            client_ca: None,
-            unready_after: None,
-            unready_by_age: true,
-        }
-    }
-}
 
 /// Everything [`Server::bind`] needs.
 #[derive(Clone)]
@@ -376,19 +335,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             (admitter, checks, Some(watches))
         }
     };
-    let limits = Limits {
-        max_body_bytes: args.max_body_bytes,
-        header_read_timeout: args.header_read_timeout,
-        idle_timeout: args.idle_timeout,
-        request_timeout: args.request_timeout,
-        shutdown_delay: args.shutdown_delay,
-        shutdown_grace: args.shutdown_grace,
-        tls_reload_interval: args.tls_reload_interval,
-        max_connections: args.max_connections,
-        client_ca: args.client_ca.clone(),
-        unready_after: args.unready_after,
-        unready_by_age: !args.freshness_probe_interval.is_zero(),
-    };
+    let limits = Limits { unready_by_age: !args.freshness_probe_interval.is_zero(), ..args.limits.clone() };
     match Server::bind(ServerConfig { listen, tls, admitter, limits, checks }).await {
         Ok((addr, handle)) => Ok((addr, handle, watches)),
         Err(e) => {
