@@ -22,7 +22,6 @@ mod view_gauges;
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -71,10 +70,8 @@ pub(crate) struct AppState {
     pub(crate) checks: Option<SharedChecks>,
     pub(crate) metrics: Metrics,
     pub(crate) limits: Limits,
-    /// Set when shutdown starts: `/readyz` answers 503 from then on.
-    pub(crate) shutting_down: Arc<AtomicBool>,
-    /// Cleared just before the listener closes.
-    pub(crate) accepting: Arc<AtomicBool>,
+    /// Where the server is in its life: `/readyz` answers 503 once it is not `Serving`.
+    pub(crate) stage: watch::Receiver<Stage>,
     /// The memory every request body in flight shares ([`body`]).
     pub(crate) bodies: body::BodyBudget,
     /// What `/readyz` answers for the cluster view ([`readiness`]).
@@ -84,12 +81,21 @@ pub(crate) struct AppState {
 /// A running server.
 pub struct Server;
 
+/// Where the server is in its life. (Gap: hyper-util's `GracefulShutdown` closes every
+/// connection at once, racing the first request of a new one, and adds no `Connection: close`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    Serving,
+    /// Shutdown requested: still accepting, every response says `Connection: close`.
+    Draining,
+    /// No longer accepting; connections finish their request and close.
+    Closing,
+}
+
 /// Controls a running server: start its shutdown and wait for it to finish.
 pub struct ServerHandle {
     addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    shutting_down: Arc<AtomicBool>,
-    accepting: Arc<AtomicBool>,
+    stage: watch::Sender<Stage>,
     task: tokio::task::JoinHandle<bool>,
 }
 
@@ -101,20 +107,31 @@ impl ServerHandle {
 
     /// Starts a graceful shutdown (delay, then grace), exactly as SIGTERM does in `serve`.
     pub fn shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Relaxed);
-        let _ = self.shutdown.send(true);
+        self.stage.send_if_modified(|s| {
+            *s == Stage::Serving && {
+                *s = Stage::Draining;
+                true
+            }
+        });
     }
 
     /// False once the listener is closing (after the shutdown delay): from then on new
     /// connections are refused.
     pub fn is_accepting(&self) -> bool {
-        self.accepting.load(Ordering::Relaxed)
+        *self.stage.borrow() != Stage::Closing
     }
 
     /// Waits until the server stopped. True when every connection finished within the grace
     /// period, false when some were cut off.
-    pub async fn stopped(self) -> bool {
-        self.task.await.unwrap_or(false)
+    pub async fn stopped(mut self) -> bool {
+        (&mut self.task).await.unwrap_or(false)
+    }
+}
+
+impl Drop for ServerHandle {
+    /// A server whose handle is gone shuts down.
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 
@@ -142,23 +159,18 @@ impl Server {
             tls: cert.clone(),
         };
         let metrics = Metrics::new(gauges, &readiness);
+        let stage = watch::Sender::new(Stage::Serving);
         let state = Arc::new(AppState {
             admitter: config.admitter,
             checks: config.checks,
             metrics,
             limits: config.limits.clone(),
-            shutting_down: Arc::new(AtomicBool::new(false)),
-            accepting: Arc::new(AtomicBool::new(true)),
+            stage: stage.subscribe(),
             bodies: body::BodyBudget::new(config.limits.max_body_bytes),
             readiness,
         });
-        let (shutting_down, accepting) = (state.shutting_down.clone(), state.accepting.clone());
-        let (tx, rx) = watch::channel(false);
-        let mut reload_rx = rx.clone();
-        tokio::spawn(
-            cert.watch(config.limits.tls_reload_interval, async move { stopped(&mut reload_rx).await }),
-        );
-        let mut tick_rx = rx.clone();
+        tokio::spawn(cert.watch(config.limits.tls_reload_interval, draining(stage.subscribe())));
+        let tick_rx = stage.subscribe();
         let ticked = state.clone();
         tokio::spawn(async move {
             let ticks = async {
@@ -169,11 +181,11 @@ impl Server {
             };
             tokio::select! {
                 () = ticks => {}
-                () = stopped(&mut tick_rx) => {}
+                () = draining(tick_rx) => {}
             }
         });
-        let task = tokio::spawn(listener::serve(listener, tls_config, state, rx));
-        Ok((addr, ServerHandle { addr, shutdown: tx, shutting_down, accepting, task }))
+        let task = tokio::spawn(listener::serve(listener, tls_config, state, stage.clone()));
+        Ok((addr, ServerHandle { addr, stage, task }))
     }
 }
 
@@ -196,9 +208,9 @@ impl AppState {
     }
 }
 
-/// Resolves once shutdown was requested (or the handle is gone).
-async fn stopped(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await.map(|_| ());
+/// Resolves once shutdown was requested.
+async fn draining(mut stage: watch::Receiver<Stage>) {
+    let _ = stage.wait_for(|s| *s != Stage::Serving).await;
 }
 
 /// The `serve` edge. Exit status: 0 after a signal-triggered shutdown, 1 when the server

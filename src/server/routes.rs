@@ -1,6 +1,5 @@
 //! The axum routes: the two webhooks, the probes and `/metrics`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -178,7 +177,7 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(app): State<Arc<AppState>>) -> Response {
-    if app.shutting_down.load(Ordering::Relaxed) {
+    if *app.stage.borrow() != super::Stage::Serving {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     }
     match app.observe_readiness() {
@@ -252,8 +251,7 @@ mod tests {
             checks: None,
             metrics,
             limits: Default::default(),
-            shutting_down: Default::default(),
-            accepting: Default::default(),
+            stage: tokio::sync::watch::channel(crate::server::Stage::Serving).1,
             bodies: crate::server::body::BodyBudget::new(crate::server::Limits::default().max_body_bytes),
             readiness,
         };
