@@ -253,7 +253,7 @@ pub fn render_table(a: &NodeAnalysis) -> String {
     let unmapped = a.blocking_unmapped().count();
     let overridden = a.volumes.iter().filter(|v| v.verdict == Verdict::Overridden).count()
         + a.overridden_unmapped().count();
-    let checked = if total == 1 { "1 volume".to_string() } else { format!("{total} volumes") };
+    let checked = crate::decision::count(total, "volume");
     let mut summary = if blocking > 0 || unmapped > 0 {
         let on = match (blocking, unmapped) {
             (b, 0) => format!("{b} of {checked}"),

@@ -100,11 +100,10 @@ impl Report {
     /// E.g. `check cluster: 2 errors, 5 warnings, 3 info (9 checks)`.
     pub fn summary_line(&self) -> String {
         let s = &self.summary;
-        let plural = |n: usize, w: &str| if n == 1 { format!("1 {w}") } else { format!("{n} {w}s") };
         format!(
             "check cluster: {}, {}, {} info ({} checks)",
-            plural(s.errors, "error"),
-            plural(s.warnings, "warning"),
+            finding::count(s.errors, "error"),
+            finding::count(s.warnings, "warning"),
             s.info,
             s.checks.len()
         )

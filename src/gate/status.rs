@@ -69,7 +69,11 @@ pub enum Missing {
 
 fn listed_names(listed: &[String]) -> String {
     let shown: Vec<&str> = listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect();
-    if shown.is_empty() { "none".to_string() } else { shown.join(", ") }
+    if shown.is_empty() {
+        "none".to_string()
+    } else {
+        shown.join(", ")
+    }
 }
 
 /// Checks the pod's annotations the way Longhorn's `GetIPFromPodByCNISetting` reads them:

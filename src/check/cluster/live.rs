@@ -108,13 +108,7 @@ struct Page {
     #[serde(default)]
     items: Vec<Value>,
     #[serde(default)]
-    metadata: PageMeta,
-}
-
-#[derive(Default, Deserialize)]
-struct PageMeta {
-    #[serde(default, rename = "continue")]
-    continue_: Option<String>,
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
 }
 
 /// Reads everything `check cluster` needs from the cluster KUBECONFIG (or the pod) names.
@@ -267,7 +261,7 @@ async fn list_path(
         let mut got = Vec::new();
         {
             let mut inv = inv.lock().unwrap_or_else(|p| p.into_inner());
-            inv.read.insert(r.kind_key());
+            inv.read.insert(r.kind);
             if r.kind == "DaemonSet" {
                 inv.network.daemonsets_read = true;
             }
@@ -290,12 +284,5 @@ async fn list_path(
         if token.is_none() {
             return Ok(());
         }
-    }
-}
-
-impl Read {
-    /// The key recorded in [`Inventory::read`]: the kind (Longhorn kinds only matter there).
-    fn kind_key(&self) -> &'static str {
-        self.kind
     }
 }
