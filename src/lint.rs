@@ -134,9 +134,7 @@ pub fn run(args: LintArgs) -> ExitCode {
     let report = lint_paths(&args.paths, &policy, &mut std::io::stdin());
     let out = match args.format {
         LintFormat::Text => report.text(),
-        LintFormat::Json => {
-            format!("{}\n", serde_json::to_string_pretty(&report.findings).unwrap_or_default())
-        }
+        LintFormat::Json => report.json(),
     };
     if let Err(e) = crate::output::stdout(&out) {
         crate::stderr_line!("longhorn-guard lint: {e}");
@@ -156,9 +154,7 @@ pub fn run(args: LintArgs) -> ExitCode {
 pub fn lint_paths(paths: &[PathBuf], policy: &Policy, stdin: &mut dyn std::io::Read) -> Report {
     let (inputs, errors) = source::collect(paths, stdin);
     let mut report = lint_inputs(&inputs, policy);
-    let mut unreadable: Vec<Finding> = errors.into_iter().map(input_error).collect();
-    unreadable.append(&mut report.findings);
-    report.findings = unreadable;
+    report.findings.splice(0..0, errors.into_iter().map(input_error));
     report
 }
 
