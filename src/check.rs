@@ -1,10 +1,6 @@
-//! `longhorn-guard check drain NODE`: the drain computation as a preflight report.
-//!
-//! The same [`analyze_node`] the webhook uses, against a snapshot (`--state`) or the live
-//! cluster (the confirmer's consistent reads), and the drain doctor ([`drain`]): the
-//! disruption budgets and pods that keep `kubectl drain` from finishing. Exit 0: a drain would
-//! proceed; 1: it would block; 2: bad input (unreadable file, unknown node, unreachable
-//! cluster).
+//! `longhorn-guard check drain NODE`: the webhook's own [`analyze_node`] as a preflight report,
+//! against a snapshot (`--state`) or the live cluster, with the drain doctor ([`drain`]). Exit 0:
+//! a drain would proceed; 1: it would block; 2: bad input.
 
 pub mod cluster;
 pub mod drain;

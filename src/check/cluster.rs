@@ -1,9 +1,5 @@
-//! `longhorn-guard check cluster`: the production checklist in one report.
-//!
-//! Reads a snapshot file (`--state`) or the live cluster (read-only, paginated LISTs), runs
-//! every check in [`checks`] and prints findings grouped by check, then a summary. Exit 0:
-//! nothing is `error`; 1: something is; 2: bad input (unreadable file or policy, cluster
-//! unreachable).
+//! `longhorn-guard check cluster`: the production checklist in one report, from a snapshot
+//! (`--state`) or the live cluster. Exit 0: nothing is `error`; 1: something is; 2: bad input.
 
 pub mod checks;
 pub mod finding;

@@ -1,6 +1,5 @@
-//! Reading the live cluster for `check cluster`: read-only, paginated LISTs (500 items a
-//! page, at most 4 kinds at a time), each page folded into the inventory as it arrives so
-//! 100,000 snapshots never sit in memory at once. No watches.
+//! Reading the live cluster for `check cluster`: read-only, paginated LISTs, each page folded
+//! into the inventory as it arrives. No watches.
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};

@@ -1,9 +1,6 @@
-//! `check drain NODE --wait [--timeout D]`: waits until nothing of longhorn-guard's blocks a
-//! drain of the node. The view comes from the same watches `serve` runs (LIST then WATCH, no
-//! writes, no polling of the API server); each tick re-reads that local view. On a terminal
-//! each blocking volume is a line with its rebuild progress as a bar, redrawn in place;
-//! elsewhere one line per change. Exit 0 once nothing blocks, 1 at the timeout (what still
-//! blocks is printed), 2 when the node is unknown or the cluster cannot be read.
+//! `check drain NODE --wait [--timeout D]`: waits, on the same watches `serve` runs (no writes),
+//! until nothing of longhorn-guard's blocks a drain of the node. Exit 0 once nothing blocks, 1
+//! at the timeout, 2 when the node is unknown or the cluster cannot be read.
 
 use std::io::Write as _;
 use std::process::ExitCode;

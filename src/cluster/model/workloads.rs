@@ -1,12 +1,9 @@
 //! What Longhorn says about the pods that use a volume: `status.kubernetesStatus.workloadsStatus`
-//! and `lastPodRefAt`.
+//! and `lastPodRefAt` (set once no pod is left; `null`: none listed since the PV was bound).
 //!
-//! Longhorn's PV controller lists the pods that mount the volume's PVC (only while the PV is
-//! Bound). When none is left it keeps the last list as history and sets `lastPodRefAt`; `null`
-//! means no pod has been listed since the PV was bound. A volume attached with no pod listed
-//! now was attached by Longhorn itself (a backup, a snapshot, a clone, a restore, a replica
-//! eviction, a disaster-recovery volume) or from its UI; a drain denial then cannot just say
-//! "move its workload". Only that much is kept: two bytes per volume, no pod names.
+//! A volume attached with no pod listed now was attached by Longhorn itself (a backup, a clone,
+//! a replica eviction...) or from its UI: a drain denial then cannot just say "move its
+//! workload". Only that much is kept, no pod names.
 
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;

@@ -1,14 +1,7 @@
-//! The drain index: for every node, the volumes that would keep a drain of it from
-//! finishing, kept current as watch events arrive, so that an eviction decision costs what
-//! its answer prints rather than the node's volume count.
-//!
-//! A volume's verdict for a node is [`volume_unsafe`], the same code [`analyze_node`] runs,
-//! recomputed whenever an object it reads changes: the volume, its replicas and engines;
-//! every volume with a replica on a node whose cordon state or instance manager changes;
-//! the volumes an instance manager's engine list names; everything when a Setting changes.
-//! Time never changes a verdict (see [`super::volume_verdict`]), so nothing expires.
-//!
-//! [`analyze_node`]: super::analyze_node
+//! The drain index: for every node, the volumes that would keep a drain of it from finishing,
+//! kept current as watch events arrive, so that an eviction decision costs what its answer
+//! prints. A verdict is [`volume_unsafe`] (the code [`super::analyze_node`] runs), recomputed
+//! whenever an object it reads changes; time never changes it, so nothing expires.
 
 use std::any::Any;
 use std::collections::BTreeSet;
