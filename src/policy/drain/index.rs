@@ -38,15 +38,10 @@ impl DrainIndex {
     /// The volumes (in name order) that are not safe when `node` is drained under `policy`,
     /// overrides not applied.
     pub fn unsafe_volumes<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a str> + 'a {
-        self.unsafe_names(node, policy).map(Name::as_str)
+        self.unsafe_set(node, policy).into_iter().flatten().map(Name::as_str)
     }
 
-    /// [`Self::unsafe_volumes`] as the view's shared names.
-    pub fn unsafe_names<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a Name> + 'a {
-        self.unsafe_set(node, policy).into_iter().flatten()
-    }
-
-    /// [`Self::unsafe_names`] as the set the index keeps (`None`: empty).
+    /// [`Self::unsafe_volumes`] as the set the index keeps (`None`: empty).
     pub fn unsafe_set(&self, node: &str, policy: &Policy) -> Option<&NameSet> {
         let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
         sets.get(node)

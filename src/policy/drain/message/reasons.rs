@@ -19,20 +19,9 @@ fn explanation(reason: &Reason, remedy: &Remedy) -> String {
     }
 }
 
-/// `volume: reason; remedy` as one line, written once.
+/// `volume: reason; remedy` as one line.
 fn line(volume: &str, reason: &Reason, remedy: &Remedy) -> String {
-    let mut out = String::new();
-    write_line(&mut out, volume, reason, remedy);
-    out
-}
-
-/// [`line`], written at the end of `out`.
-fn write_line(out: &mut String, volume: &str, reason: &Reason, remedy: &Remedy) {
-    use std::fmt::Write as _;
-    let _ = match remedy {
-        Remedy::None => write!(out, "{volume}: {reason}"),
-        _ => write!(out, "{volume}: {reason}; {remedy}"),
-    };
+    format!("{volume}: {}", explanation(reason, remedy))
 }
 
 impl VolumeReport {
@@ -51,11 +40,6 @@ impl Explained {
     /// `volume: reason; remedy` as one line, as [`VolumeReport::line`] writes it.
     pub fn line(&self) -> String {
         line(&self.volume, &self.reason, &self.remedy)
-    }
-
-    /// [`Self::line`], written at the end of `out`.
-    pub fn write_line(&self, out: &mut String) {
-        write_line(out, &self.volume, &self.reason, &self.remedy);
     }
 }
 
