@@ -207,20 +207,15 @@ impl AdmissionRequest {
 
     /// `resource[/subresource]` with its group, e.g. `pods/eviction` or `volumes.longhorn.io`.
     pub fn resource_label(&self) -> String {
-        self.resource_parts().concat()
-    }
-
-    /// The pieces of [`Self::resource_label`], to write it without building it.
-    pub fn resource_parts(&self) -> [&str; 5] {
-        let group = self.resource.group.as_str();
-        let sub = self.sub_resource();
-        [
-            self.resource.resource.as_str(),
-            if group.is_empty() { "" } else { "." },
-            group,
-            if sub.is_empty() { "" } else { "/" },
-            sub,
-        ]
+        let group = match self.resource.group.as_str() {
+            "" => String::new(),
+            g => format!(".{g}"),
+        };
+        let sub = match self.sub_resource() {
+            "" => String::new(),
+            s => format!("/{s}"),
+        };
+        format!("{}{group}{sub}", self.resource.resource)
     }
 }
 

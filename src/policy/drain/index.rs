@@ -47,11 +47,6 @@ impl DrainIndex {
         sets.get(node)
     }
 
-    /// True when some Volume carries its own override ([`Self::volume_override`]).
-    pub fn has_volume_overrides(&self) -> bool {
-        !self.overrides.is_empty()
-    }
-
     /// [`super::analyze_node_with`] reduced to the volumes that are not safe: the same
     /// blocking and overridden reports, without the safe ones.
     pub fn analyze(
