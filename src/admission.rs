@@ -205,6 +205,40 @@ impl AdmissionRequest {
         self.dry_run.unwrap_or(false)
     }
 
+    /// A dry-run CREATE of `object` from `user` (`uid` names the caller): what `lint` and
+    /// `check cluster` ask the webhook's rules about objects they read.
+    pub fn dry_run_create(
+        uid: &str,
+        user: &str,
+        resource: GroupVersionResource,
+        kind: &str,
+        object: Value,
+    ) -> Self {
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let (name, namespace) = (text("/metadata/name"), text("/metadata/namespace"));
+        Self {
+            uid: uid.into(),
+            kind: GroupVersionKind {
+                group: resource.group.clone(),
+                version: resource.version.clone(),
+                kind: kind.into(),
+            },
+            resource,
+            sub_resource: None,
+            request_kind: None,
+            request_resource: None,
+            request_sub_resource: None,
+            name,
+            namespace,
+            operation: Operation::Create,
+            user_info: UserInfo { username: user.into(), ..UserInfo::default() },
+            object: Some(object.into()),
+            old_object: None,
+            dry_run: Some(true),
+            options: None,
+        }
+    }
+
     /// `resource[/subresource]` with its group, e.g. `pods/eviction` or `volumes.longhorn.io`.
     pub fn resource_label(&self) -> String {
         let group = match self.resource.group.as_str() {

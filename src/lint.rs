@@ -12,9 +12,8 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo};
+use crate::admission::{AdmissionRequest, GroupVersionResource};
 use crate::cluster::{ClusterView, Object, ObjectKind, Source};
 use crate::decision::Decision;
 use crate::policy::replicas::PREFIX;
@@ -223,25 +222,10 @@ fn setting_objects<'a>(targets: impl Iterator<Item = &'a Target>) -> Vec<Object>
 /// The CREATE request the API server would send for the target.
 fn request(t: &Target) -> AdmissionRequest {
     let version = str_at(&t.object, "/apiVersion").rsplit('/').next().unwrap_or("").to_string();
+    let resource =
+        GroupVersionResource { group: t.resource.0.into(), version, resource: t.resource.1.into() };
     let kind = str_at(&t.object, "/kind").to_string();
-    let namespace = t.object.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
-    AdmissionRequest {
-        uid: "lint".into(),
-        kind: GroupVersionKind { group: t.resource.0.into(), version: version.clone(), kind },
-        resource: GroupVersionResource { group: t.resource.0.into(), version, resource: t.resource.1.into() },
-        sub_resource: None,
-        request_kind: None,
-        request_resource: None,
-        request_sub_resource: None,
-        name: Some(str_at(&t.object, "/metadata/name").to_string()),
-        namespace,
-        operation: Operation::Create,
-        user_info: UserInfo { username: "longhorn-guard-lint".into(), ..UserInfo::default() },
-        object: Some(t.object.clone().into()),
-        old_object: None,
-        dry_run: Some(true),
-        options: None,
-    }
+    AdmissionRequest::dry_run_create("lint", "longhorn-guard-lint", resource, &kind, t.object.clone())
 }
 
 /// Findings for one decision, each placed on the line of its field.
