@@ -125,10 +125,7 @@ impl Report {
 pub fn run(args: LintArgs) -> ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard lint: policy: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return crate::output::bad_input("lint", &format!("policy: {e}")),
     };
     let report = lint_paths(&args.paths, &policy, &mut std::io::stdin());
     let out = match args.format {
@@ -136,8 +133,7 @@ pub fn run(args: LintArgs) -> ExitCode {
         LintFormat::Json => report.json(),
     };
     if let Err(e) = crate::output::stdout(&out) {
-        crate::stderr_line!("longhorn-guard lint: {e}");
-        return ExitCode::from(2);
+        return crate::output::bad_input("lint", &e);
     }
     crate::stderr_line!(
         "longhorn-guard lint: {} input(s), {} warning(s), {} denied, {} error(s)",

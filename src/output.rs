@@ -21,6 +21,12 @@ pub fn stderr_line(line: &str) {
     let _ = writeln!(err, "{line}").and_then(|()| err.flush());
 }
 
+/// `longhorn-guard CMD: MSG` on standard error, and exit status 2 (bad input).
+pub fn bad_input(cmd: &str, msg: &str) -> std::process::ExitCode {
+    stderr_line(&format!("longhorn-guard {cmd}: {msg}"));
+    std::process::ExitCode::from(2)
+}
+
 /// [`stderr_line`] with `format!` arguments.
 #[macro_export]
 macro_rules! stderr_line {

@@ -22,6 +22,7 @@ pub use inventory::Inventory;
 use super::CheckOutput;
 use crate::cluster::snapshot::{items_of, SnapshotError};
 use crate::cluster::{ClusterView, Object, Source};
+use crate::output::bad_input;
 use crate::policy::Policy;
 
 /// Arguments of `longhorn-guard check cluster`.
@@ -150,7 +151,7 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
 pub async fn run(args: ClusterArgs) -> ExitCode {
     let policy = match Policy::load(args.input.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => return bad_input(&format!("policy: {e}")),
+        Err(e) => return bad_input("check cluster", &format!("policy: {e}")),
     };
     let loaded = match &args.input.state {
         Some(path) => load_snapshot(path),
@@ -158,23 +159,18 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
     };
     let (inv, view) = match loaded {
         Ok(v) => v,
-        Err(e) => return bad_input(&e.to_string()),
+        Err(e) => return bad_input("check cluster", &e.to_string()),
     };
     let report = Report::build(&inv, &view, &policy, SystemTime::now());
     let text = match args.input.output {
         CheckOutput::Table => report.table(),
         CheckOutput::Json => match serde_json::to_string_pretty(&report) {
             Ok(s) => format!("{s}\n"),
-            Err(e) => return bad_input(&format!("cannot render JSON: {e}")),
+            Err(e) => return bad_input("check cluster", &format!("cannot render JSON: {e}")),
         },
     };
     if let Err(e) = crate::output::stdout(&text) {
-        return bad_input(&e);
+        return bad_input("check cluster", &e);
     }
     ExitCode::from(report.exit_code())
-}
-
-fn bad_input(msg: &str) -> ExitCode {
-    crate::stderr_line!("longhorn-guard check cluster: {msg}");
-    ExitCode::from(2)
 }

@@ -63,10 +63,7 @@ pub enum GatePolicyError {
 pub fn run(args: GatePolicyArgs) -> ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard gate-policy: policy: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return crate::output::bad_input("gate-policy", &format!("policy: {e}")),
     };
     let text = match render_yaml(&policy.gate) {
         Ok(t) => t,
@@ -77,10 +74,7 @@ pub fn run(args: GatePolicyArgs) -> ExitCode {
     };
     match crate::output::stdout(&text) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard gate-policy: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => crate::output::bad_input("gate-policy", &e),
     }
 }
 

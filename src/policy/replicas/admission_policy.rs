@@ -164,16 +164,10 @@ pub struct ReplicasPolicyArgs {
 pub fn run(args: ReplicasPolicyArgs) -> std::process::ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard replicas-policy: policy: {e}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(e) => return crate::output::bad_input("replicas-policy", &format!("policy: {e}")),
     };
     match render_yaml(&policy).map(|text| crate::output::stdout(&text).map_err(|e| e.to_string())) {
         Ok(Ok(())) => std::process::ExitCode::SUCCESS,
-        Ok(Err(e)) | Err(e) => {
-            crate::stderr_line!("longhorn-guard replicas-policy: {e}");
-            std::process::ExitCode::from(2)
-        }
+        Ok(Err(e)) | Err(e) => crate::output::bad_input("replicas-policy", &e),
     }
 }
