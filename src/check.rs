@@ -220,22 +220,7 @@ pub fn render_table(a: &NodeAnalysis) -> String {
             reason,
         ]);
     }
-    let mut widths = [0usize; 4];
-    for row in &rows {
-        for (i, w) in widths.iter_mut().enumerate() {
-            *w = (*w).max(row[i].chars().count());
-        }
-    }
-    let mut out = String::new();
-    if !a.volumes.is_empty() {
-        for row in &rows {
-            for (i, w) in widths.iter().enumerate() {
-                out.push_str(&format!("{:<w$}  ", row[i], w = *w));
-            }
-            out.push_str(&row[4]);
-            out.push('\n');
-        }
-    }
+    let mut out = if a.volumes.is_empty() { String::new() } else { crate::output::table(&rows) };
     for u in &a.unmapped_instances {
         let verdict = if u.overridden { Verdict::Overridden } else { Verdict::Block };
         out.push_str(&format!("{}: {} [{}]\n", a.node, u.line(), verdict.as_str()));

@@ -35,6 +35,25 @@ macro_rules! stderr_line {
     };
 }
 
+/// `rows` as a text table: every column but the last padded to its widest cell, two spaces apart.
+pub fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        for (cell, w) in row.iter().zip(widths).take(N - 1) {
+            out.push_str(&format!("{cell:<w$}  "));
+        }
+        out.push_str(&row[N - 1]);
+        out.push('\n');
+    }
+    out
+}
+
 /// Serialises a value as the text it renders to (JSON reports keep their strings).
 pub fn as_text<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
