@@ -48,7 +48,7 @@ pub fn message(e: &serde_saphyr::Error) -> String {
 
 /// [`message`] for an error already rendered as text.
 pub fn message_text(s: &str) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = crate::clip::one_line(s);
     let head = flat.split(" --> ").next().unwrap_or(&flat);
     head.strip_prefix("error: ").unwrap_or(head).to_string()
 }

@@ -203,7 +203,7 @@ impl Reader<'_> {
             // The API server may echo the (long) selector back: keep the reason short.
             e => ConfirmError::Api {
                 what: what.to_string(),
-                message: crate::decision::clip(&one_line(&e.to_string()), MAX_ERROR_CHARS),
+                message: crate::decision::clip(&crate::clip::one_line(&e.to_string()), MAX_ERROR_CHARS),
             },
         })?;
         tracing::debug!(
@@ -231,10 +231,6 @@ fn parse<T: DeserializeOwned>(body: &str, want: &str, wrap: fn(T) -> Object) -> 
     }
     let items = list.items.ok_or_else(|| format!("the {want} has no items field"))?;
     Ok(items.unwrap_or_default().into_iter().map(wrap).collect())
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
