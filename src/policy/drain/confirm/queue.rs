@@ -5,10 +5,9 @@
 //! Waiting for a slot counts against the request's budget: past it the eviction gets the usual
 //! 429 "could not confirm" and is retried.
 //!
-//! Sharing keeps the fresh-data rule: a confirmation is joined only before it takes its slot,
-//! so every read it makes starts after each request it answers arrived. A request that arrives
-//! once the reads have started waits for the next confirmation of that node. The reads get the
-//! time left until the latest deadline among the requests that share them.
+//! Sharing keeps the fresh-data rule: a confirmation is joined only before it takes its slot, so
+//! every read it makes starts after each request it answers arrived; its reads get the time left
+//! until the latest deadline among those requests.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
