@@ -215,12 +215,6 @@ impl From<Refused> for String {
     }
 }
 
-impl From<String> for Refused {
-    fn from(s: String) -> Self {
-        Refused::Other(s)
-    }
-}
-
 /// Lists one collection of `r`'s kind, page by page, into the inventory (and `objects`).
 async fn list_path(
     client: &kube::Client,
@@ -241,10 +235,11 @@ async fn list_path(
         if let Some(t) = &token {
             lp = lp.continue_token(t);
         }
-        let req = kube::core::Request::new(path).list(&lp).map_err(|e| format!("{path}: {e}"))?;
+        let req =
+            kube::core::Request::new(path).list(&lp).map_err(|e| Refused::Other(format!("{path}: {e}")))?;
         let answer = tokio::time::timeout(page_timeout, client.request(req)).await.map_err(|_| {
             let within = humantime::format_duration(page_timeout);
-            format!("cannot list {path}: the API server did not answer within {within}")
+            Refused::Other(format!("cannot list {path}: the API server did not answer within {within}"))
         })?;
         let page: Page = match answer {
             Ok(p) => p,
