@@ -1,8 +1,6 @@
-//! `storage-network`: with the `storage-network` setting set, whether the Multus that runs
-//! writes the status annotation this Longhorn reads (Multus v4 stopped writing
-//! `networks-status`, which Longhorn before the fix for longhorn/longhorn#6953 reads alone), and
-//! which instance-manager pods have no IP on the storage network in the annotation Longhorn
-//! reads (read with the init gate's own parser, [`crate::gate::status::check`]).
+//! `storage-network`: with the `storage-network` setting set, whether the running Multus writes
+//! the status annotation this Longhorn reads (longhorn/longhorn#6953), and which instance-manager
+//! pods have no storage-network IP in it (read with the gate's own [`crate::gate::status::check`]).
 //!
 //! The findings are typed ([`NetworkFinding`]) and worded in one place ([`NetworkFinding::render`]).
 
