@@ -70,83 +70,68 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
-/// An object a request carries (`object`, `oldObject`): kept as its JSON text and read into
-/// a [`Value`] the first time a rule looks at it, so a request no rule handles builds no tree
-/// for it. [`Embedded::read`] says why a text cannot be read (past serde_json's nesting
-/// limit, which the request's own parse does not apply to an embedded object); through
-/// `Deref` such an object reads as `null`. It compares, prints and serialises as its value.
-#[derive(Clone, Default)]
-pub struct Embedded {
-    raw: Option<Box<serde_json::value::RawValue>>,
-    value: std::sync::OnceLock<Result<Value, String>>,
-}
+/// An object a request carries (`object`, `oldObject`), read into a [`Value`] with the
+/// request. [`Embedded::read`] says why its text is not a value (past serde_json's nesting
+/// limit, which the request's own parse does not apply to an embedded object); through `Deref`
+/// such an object reads as `null`. It compares, prints and serialises as its value.
+#[derive(Clone)]
+pub struct Embedded(Result<Value, String>);
 
 /// What an unreadable object reads as through `Deref`.
 static UNREADABLE: Value = Value::Null;
 
 impl Embedded {
-    /// The value, read from the text on first use, or why the text is not a value.
+    /// The value, or why the text is not a value.
     pub fn read(&self) -> Result<&Value, &str> {
-        let parsed = self.value.get_or_init(|| match self.raw.as_deref() {
-            Some(r) => serde_json::from_str(r.get()).map_err(|e| e.to_string()),
-            None => Ok(Value::Null),
-        });
-        parsed.as_ref().map_err(String::as_str)
-    }
-
-    fn value(&self) -> &Value {
-        self.read().unwrap_or(&UNREADABLE)
+        self.0.as_ref().map_err(String::as_str)
     }
 }
 
 impl From<Value> for Embedded {
     fn from(v: Value) -> Self {
-        Self { raw: None, value: std::sync::OnceLock::from(Ok(v)) }
+        Self(Ok(v))
     }
 }
 
 impl std::ops::Deref for Embedded {
     type Target = Value;
     fn deref(&self) -> &Value {
-        self.value()
+        self.read().unwrap_or(&UNREADABLE)
     }
 }
 
 impl std::ops::DerefMut for Embedded {
+    /// The value from now on (`null` for an unreadable text).
     fn deref_mut(&mut self) -> &mut Value {
-        self.value();
-        // The value is what counts from now on (`null` for an unreadable text).
-        self.raw = None;
-        let slot = self.value.get_mut().expect("read just now");
-        if slot.is_err() {
-            *slot = Ok(Value::Null);
+        if self.0.is_err() {
+            self.0 = Ok(Value::Null);
         }
-        slot.as_mut().expect("set just now")
+        self.0.as_mut().expect("set just now")
     }
 }
 
 impl PartialEq for Embedded {
     fn eq(&self, other: &Self) -> bool {
-        self.value() == other.value()
+        **self == **other
     }
 }
 
 impl std::fmt::Debug for Embedded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.value().fmt(f)
+        (**self).fmt(f)
     }
 }
 
 impl Serialize for Embedded {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.value().serialize(s)
+        (**self).serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for Embedded {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Box::<serde_json::value::RawValue>::deserialize(d)?;
-        Ok(Self { raw: Some(raw), value: std::sync::OnceLock::new() })
+        Ok(Self(serde_json::from_str(raw.get()).map_err(|e| e.to_string())))
     }
 }
 
@@ -205,22 +190,51 @@ impl AdmissionRequest {
         self.dry_run.unwrap_or(false)
     }
 
-    /// `resource[/subresource]` with its group, e.g. `pods/eviction` or `volumes.longhorn.io`.
-    pub fn resource_label(&self) -> String {
-        self.resource_parts().concat()
+    /// A dry-run CREATE of `object` from `user` (`uid` names the caller): what `lint` and
+    /// `check cluster` ask the webhook's rules about objects they read.
+    pub fn dry_run_create(
+        uid: &str,
+        user: &str,
+        resource: GroupVersionResource,
+        kind: &str,
+        object: Value,
+    ) -> Self {
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let (name, namespace) = (text("/metadata/name"), text("/metadata/namespace"));
+        Self {
+            uid: uid.into(),
+            kind: GroupVersionKind {
+                group: resource.group.clone(),
+                version: resource.version.clone(),
+                kind: kind.into(),
+            },
+            resource,
+            sub_resource: None,
+            request_kind: None,
+            request_resource: None,
+            request_sub_resource: None,
+            name,
+            namespace,
+            operation: Operation::Create,
+            user_info: UserInfo { username: user.into(), ..UserInfo::default() },
+            object: Some(object.into()),
+            old_object: None,
+            dry_run: Some(true),
+            options: None,
+        }
     }
 
-    /// The pieces of [`Self::resource_label`], to write it without building it.
-    pub fn resource_parts(&self) -> [&str; 5] {
-        let group = self.resource.group.as_str();
-        let sub = self.sub_resource();
-        [
-            self.resource.resource.as_str(),
-            if group.is_empty() { "" } else { "." },
-            group,
-            if sub.is_empty() { "" } else { "/" },
-            sub,
-        ]
+    /// `resource[/subresource]` with its group, e.g. `pods/eviction` or `volumes.longhorn.io`.
+    pub fn resource_label(&self) -> String {
+        let group = match self.resource.group.as_str() {
+            "" => String::new(),
+            g => format!(".{g}"),
+        };
+        let sub = match self.sub_resource() {
+            "" => String::new(),
+            s => format!("/{s}"),
+        };
+        format!("{}{group}{sub}", self.resource.resource)
     }
 }
 
@@ -328,16 +342,14 @@ mod tests {
     }
 
     #[test]
-    fn an_embedded_object_is_read_when_first_looked_at_and_reads_as_its_value() {
+    fn an_embedded_object_reads_as_its_value() {
         let fixture =
             concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");
         let body = std::fs::read(fixture).unwrap();
         let mut req = parse_review(&body).unwrap();
         let object = req.object.as_ref().unwrap();
-        assert!(object.value.get().is_none(), "not read by the parse");
         let whole: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(**object, whole["request"]["object"]);
-        assert!(object.value.get().is_some());
         assert_eq!(req.old_object, None, "null is no object");
         // Changed in place, it is the changed value that counts, also when written out.
         req.object.as_mut().unwrap()["kind"] = json!("Changed");

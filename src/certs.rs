@@ -20,8 +20,8 @@ pub const CA_VALIDITY_DAYS: i64 = 3650;
 /// Validity of the serving certificate: 1 year.
 pub const LEAF_VALIDITY_DAYS: i64 = 365;
 
-/// Arguments of `longhorn-guard certs`.
-#[derive(Debug, clap::Args)]
+/// Arguments of `longhorn-guard certs`, and the options of [`generate`].
+#[derive(Clone, Debug, clap::Args)]
 pub struct CertsArgs {
     /// Directory to write ca.crt, ca.key, tls.crt and tls.key into.
     #[arg(long, value_name = "DIR")]
@@ -40,29 +40,10 @@ pub struct CertsArgs {
     pub rotate_ca: bool,
 }
 
-/// Options of [`generate`] (the library form of [`CertsArgs`]).
-#[derive(Clone, Debug)]
-pub struct CertsOptions {
-    pub out: PathBuf,
-    pub service: String,
-    pub namespace: String,
-    pub ips: Vec<IpAddr>,
-    pub rotate_ca: bool,
-}
+/// The options of [`generate`].
+pub type CertsOptions = CertsArgs;
 
-impl From<&CertsArgs> for CertsOptions {
-    fn from(a: &CertsArgs) -> Self {
-        Self {
-            out: a.out.clone(),
-            service: a.service.clone(),
-            namespace: a.namespace.clone(),
-            ips: a.ips.clone(),
-            rotate_ca: a.rotate_ca,
-        }
-    }
-}
-
-impl CertsOptions {
+impl CertsArgs {
     /// Options with the default service and namespace (`longhorn-guard`) writing into `out`.
     pub fn new(out: impl Into<PathBuf>) -> Self {
         Self {
@@ -329,7 +310,7 @@ fn gen_err(what: &'static str, e: rcgen::Error) -> CertsError {
 
 /// The CLI edge: exit 0 on success, 1 on any error (reason on stderr).
 pub fn run(args: CertsArgs) -> ExitCode {
-    match generate(&CertsOptions::from(&args)) {
+    match generate(&args) {
         Ok(g) => {
             let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
             let written = crate::output::stdout(&format!(

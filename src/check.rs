@@ -1,10 +1,6 @@
-//! `longhorn-guard check drain NODE`: the drain computation as a preflight report.
-//!
-//! The same [`analyze_node`] the webhook uses, against a snapshot (`--state`) or the live
-//! cluster (the confirmer's consistent reads), and the drain doctor ([`drain`]): the
-//! disruption budgets and pods that keep `kubectl drain` from finishing. Exit 0: a drain would
-//! proceed; 1: it would block; 2: bad input (unreadable file, unknown node, unreachable
-//! cluster).
+//! `longhorn-guard check drain NODE`: the webhook's own [`analyze_node`] as a preflight report,
+//! against a snapshot (`--state`) or the live cluster, with the drain doctor ([`drain`]). Exit 0:
+//! a drain would proceed; 1: it would block; 2: bad input.
 
 pub mod cluster;
 pub mod drain;
@@ -16,6 +12,7 @@ use std::time::SystemTime;
 use serde_json::json;
 
 use crate::cluster::{snapshot, ClusterView};
+use crate::output::bad_input;
 use crate::policy::drain::confirm;
 use crate::policy::drain::{analyze_node, NodeAnalysis, ReplicaReport, Verdict};
 use crate::policy::Policy;
@@ -78,7 +75,7 @@ pub enum CheckOutput {
 pub async fn run_drain(args: DrainArgs) -> ExitCode {
     let policy = match Policy::load(args.input.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => return bad_input(&format!("policy: {e}")),
+        Err(e) => return bad_input("check drain", &format!("policy: {e}")),
     };
     if args.all {
         return run_plan(&args, &policy).await;
@@ -92,15 +89,15 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
             Ok((v, scene)) => {
                 (v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()), scene)
             }
-            Err(e) => return bad_input(&format!("state: {e}")),
+            Err(e) => return bad_input("check drain", &format!("state: {e}")),
         },
         None => match live_view(node).await {
             Ok(v) => v,
-            Err(e) => return bad_input(&e),
+            Err(e) => return bad_input("check drain", &e),
         },
     };
     if let Some(first) = scene.unreadable.first() {
-        return bad_input(&format!("cannot read {first}"));
+        return bad_input("check drain", &format!("cannot read {first}"));
     }
     if view.node(node).is_none() && view.longhorn_node(node).is_none() {
         let mut known: Vec<&str> = view.longhorn_nodes().filter_map(|n| n.metadata.name.as_deref()).collect();
@@ -111,7 +108,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         };
         let hint =
             if known.is_empty() { String::new() } else { format!(" (known nodes: {})", known.join(", ")) };
-        return bad_input(&format!("node {node} is not in {source}{hint}"));
+        return bad_input("check drain", &format!("node {node} is not in {source}{hint}"));
     }
     let now = SystemTime::now();
     let analysis = analyze_node(&view, node, &policy, now);
@@ -125,7 +122,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
         }
     };
     if let Err(e) = crate::output::stdout(&text) {
-        return bad_input(&e);
+        return bad_input("check drain", &e);
     }
     if analysis.would_block() || diagnosis.blocks() {
         ExitCode::from(1)
@@ -140,11 +137,11 @@ async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
     let view = match &args.input.state {
         Some(path) => match snapshot::load(path) {
             Ok(v) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
-            Err(e) => return bad_input(&format!("state: {e}")),
+            Err(e) => return bad_input("check drain", &format!("state: {e}")),
         },
         None => match cluster::live::read().await {
             Ok((_, v)) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
-            Err(e) => return bad_input(&format!("cluster: {e}")),
+            Err(e) => return bad_input("check drain", &format!("cluster: {e}")),
         },
     };
     let plan = drain::plan::plan(&view, policy, SystemTime::now());
@@ -153,7 +150,7 @@ async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
         CheckOutput::Json => format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()),
     };
     if let Err(e) = crate::output::stdout(&text) {
-        return bad_input(&e);
+        return bad_input("check drain", &e);
     }
     if plan.nodes.iter().all(|n| n.drainable_now) {
         ExitCode::SUCCESS
@@ -174,11 +171,6 @@ async fn live_view(node: &str) -> Result<(ClusterView, drain::Scene), String> {
             .map_err(|e| format!("cluster: {e}"))
     };
     futures::try_join!(view, drain::live::read_scene(&client, node))
-}
-
-fn bad_input(msg: &str) -> ExitCode {
-    crate::stderr_line!("longhorn-guard check drain: {msg}");
-    ExitCode::from(2)
 }
 
 /// The JSON report: the analysis plus `drain: proceed|block`.
@@ -228,22 +220,7 @@ pub fn render_table(a: &NodeAnalysis) -> String {
             reason,
         ]);
     }
-    let mut widths = [0usize; 4];
-    for row in &rows {
-        for (i, w) in widths.iter_mut().enumerate() {
-            *w = (*w).max(row[i].chars().count());
-        }
-    }
-    let mut out = String::new();
-    if !a.volumes.is_empty() {
-        for row in &rows {
-            for (i, w) in widths.iter().enumerate() {
-                out.push_str(&format!("{:<w$}  ", row[i], w = *w));
-            }
-            out.push_str(&row[4]);
-            out.push('\n');
-        }
-    }
+    let mut out = if a.volumes.is_empty() { String::new() } else { crate::output::table(&rows) };
     for u in &a.unmapped_instances {
         let verdict = if u.overridden { Verdict::Overridden } else { Verdict::Block };
         out.push_str(&format!("{}: {} [{}]\n", a.node, u.line(), verdict.as_str()));
@@ -253,7 +230,7 @@ pub fn render_table(a: &NodeAnalysis) -> String {
     let unmapped = a.blocking_unmapped().count();
     let overridden = a.volumes.iter().filter(|v| v.verdict == Verdict::Overridden).count()
         + a.overridden_unmapped().count();
-    let checked = if total == 1 { "1 volume".to_string() } else { format!("{total} volumes") };
+    let checked = crate::decision::count(total, "volume");
     let mut summary = if blocking > 0 || unmapped > 0 {
         let on = match (blocking, unmapped) {
             (b, 0) => format!("{b} of {checked}"),

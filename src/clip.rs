@@ -50,6 +50,11 @@ fn breaks_lines(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
+/// `s` on one line: each run of white space (line breaks included) as one space.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The text of a panic payload (`panic!` with a literal or a formatted message), for a log field.
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {

@@ -1,7 +1,7 @@
 //! The Prometheus text format (version 0.0.4) of `/metrics`, written by `prometheus-client`.
 //!
 //! The server's counters and histograms live in one registry (`server::metrics`); values read
-//! only at scrape time (the view's gauges, readiness, the cluster checks) are [`Collector`]s
+//! only at scrape time (the view's gauges, the cluster checks) are [`Collector`]s
 //! written with [`family`] and [`single`]; [`append`] has the client encode one.
 
 use prometheus_client::collector::Collector;

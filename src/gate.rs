@@ -146,8 +146,6 @@ pub async fn run(args: GateArgs) -> ExitCode {
             }
         }
     };
-    // The gate runs as its container's PID 1, which the kernel gives no default signal
-    // handling: without this, deleting a waiting pod would take its whole grace period.
     let outcome = tokio::select! {
         o = wait(&opts, api.as_ref()) => o,
         () = signals.recv() => {

@@ -2,11 +2,8 @@
 //! lot for a moment: the watch's first sync and its relists, confirmations, check refreshes
 //! (and once a minute while probes run, [`crate::cluster::probe`]).
 //!
-//! glibc keeps freed memory in its arenas for reuse. After such a burst (a confirmation at
-//! 10,000 volumes parses 11 MB of JSON) that memory stays resident although nothing uses it:
-//! 4-6 MiB at that size, over the Deployment's steady-state budget. `malloc_trim(0)` returns
-//! the free pages inside the heap to the system and keeps everything in use. Other C
-//! libraries (musl) and systems have nothing to do here.
+//! glibc keeps freed memory resident in its arenas; `malloc_trim(0)` returns the free pages
+//! inside the heap (docs/scale.md). Other C libraries and systems have nothing to do here.
 #![allow(unsafe_code)]
 
 /// Returns freed heap pages to the operating system (glibc on Linux; elsewhere a no-op).
@@ -24,9 +21,8 @@ pub fn release() {
     }
 }
 
-/// How long [`release_soon`] waits before it trims: the memory of a burst is freed in several
-/// places (the request that asked, connection buffers, tasks ending on other threads) a little
-/// after the burst's own end; trimming at once left ~2 MiB of it resident at 10,000 volumes.
+/// How long [`release_soon`] waits before it trims: a burst's memory is freed in several places
+/// a little after the burst ends (docs/scale.md).
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A trim is scheduled and has not run yet: later calls join it.

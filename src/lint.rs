@@ -12,9 +12,8 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo};
+use crate::admission::{AdmissionRequest, GroupVersionResource};
 use crate::cluster::{ClusterView, Object, ObjectKind, Source};
 use crate::decision::Decision;
 use crate::policy::replicas::PREFIX;
@@ -126,21 +125,15 @@ impl Report {
 pub fn run(args: LintArgs) -> ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard lint: policy: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return crate::output::bad_input("lint", &format!("policy: {e}")),
     };
     let report = lint_paths(&args.paths, &policy, &mut std::io::stdin());
     let out = match args.format {
         LintFormat::Text => report.text(),
-        LintFormat::Json => {
-            format!("{}\n", serde_json::to_string_pretty(&report.findings).unwrap_or_default())
-        }
+        LintFormat::Json => report.json(),
     };
     if let Err(e) = crate::output::stdout(&out) {
-        crate::stderr_line!("longhorn-guard lint: {e}");
-        return ExitCode::from(2);
+        return crate::output::bad_input("lint", &e);
     }
     crate::stderr_line!(
         "longhorn-guard lint: {} input(s), {} warning(s), {} denied, {} error(s)",
@@ -156,9 +149,7 @@ pub fn run(args: LintArgs) -> ExitCode {
 pub fn lint_paths(paths: &[PathBuf], policy: &Policy, stdin: &mut dyn std::io::Read) -> Report {
     let (inputs, errors) = source::collect(paths, stdin);
     let mut report = lint_inputs(&inputs, policy);
-    let mut unreadable: Vec<Finding> = errors.into_iter().map(input_error).collect();
-    unreadable.append(&mut report.findings);
-    report.findings = unreadable;
+    report.findings.splice(0..0, errors.into_iter().map(input_error));
     report
 }
 
@@ -227,25 +218,10 @@ fn setting_objects<'a>(targets: impl Iterator<Item = &'a Target>) -> Vec<Object>
 /// The CREATE request the API server would send for the target.
 fn request(t: &Target) -> AdmissionRequest {
     let version = str_at(&t.object, "/apiVersion").rsplit('/').next().unwrap_or("").to_string();
+    let resource =
+        GroupVersionResource { group: t.resource.0.into(), version, resource: t.resource.1.into() };
     let kind = str_at(&t.object, "/kind").to_string();
-    let namespace = t.object.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
-    AdmissionRequest {
-        uid: "lint".into(),
-        kind: GroupVersionKind { group: t.resource.0.into(), version: version.clone(), kind },
-        resource: GroupVersionResource { group: t.resource.0.into(), version, resource: t.resource.1.into() },
-        sub_resource: None,
-        request_kind: None,
-        request_resource: None,
-        request_sub_resource: None,
-        name: Some(str_at(&t.object, "/metadata/name").to_string()),
-        namespace,
-        operation: Operation::Create,
-        user_info: UserInfo { username: "longhorn-guard-lint".into(), ..UserInfo::default() },
-        object: Some(t.object.clone().into()),
-        old_object: None,
-        dry_run: Some(true),
-        options: None,
-    }
+    AdmissionRequest::dry_run_create("lint", "longhorn-guard-lint", resource, &kind, t.object.clone())
 }
 
 /// Findings for one decision, each placed on the line of its field.

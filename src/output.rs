@@ -21,12 +21,37 @@ pub fn stderr_line(line: &str) {
     let _ = writeln!(err, "{line}").and_then(|()| err.flush());
 }
 
+/// `longhorn-guard CMD: MSG` on standard error, and exit status 2 (bad input).
+pub fn bad_input(cmd: &str, msg: &str) -> std::process::ExitCode {
+    stderr_line(&format!("longhorn-guard {cmd}: {msg}"));
+    std::process::ExitCode::from(2)
+}
+
 /// [`stderr_line`] with `format!` arguments.
 #[macro_export]
 macro_rules! stderr_line {
     ($($arg:tt)*) => {
         $crate::output::stderr_line(&format!($($arg)*))
     };
+}
+
+/// `rows` as a text table: every column but the last padded to its widest cell, two spaces apart.
+pub fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        for (cell, w) in row.iter().zip(widths).take(N - 1) {
+            out.push_str(&format!("{cell:<w$}  "));
+        }
+        out.push_str(&row[N - 1]);
+        out.push('\n');
+    }
+    out
 }
 
 /// Serialises a value as the text it renders to (JSON reports keep their strings).

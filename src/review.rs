@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::admit::{Admitter, WebhookKind};
 use crate::cluster::{snapshot, SharedView};
+use crate::output::bad_input;
 use crate::policy::Policy;
 
 /// Arguments of `longhorn-guard review`.
@@ -29,15 +30,15 @@ pub struct ReviewArgs {
 pub async fn run(args: ReviewArgs) -> ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => Arc::new(p),
-        Err(e) => return bad_input(&format!("policy: {e}")),
+        Err(e) => return bad_input("review", &format!("policy: {e}")),
     };
     let view = match snapshot::load(&args.state) {
         Ok(v) => SharedView::new(v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now())),
-        Err(e) => return bad_input(&format!("state: {e}")),
+        Err(e) => return bad_input("review", &format!("state: {e}")),
     };
     let mut body = Vec::new();
     if let Err(e) = std::io::stdin().read_to_end(&mut body) {
-        return bad_input(&format!("cannot read stdin: {e}"));
+        return bad_input("review", &format!("cannot read stdin: {e}"));
     }
     let admitter = Admitter::new(view, policy, None);
     match admitter.admit(args.webhook, &body, Duration::from_secs(5)).await {
@@ -51,7 +52,7 @@ pub async fn run(args: ReviewArgs) -> ExitCode {
                 .unwrap_or_default()
             );
             if let Err(e) = crate::output::stdout(&text) {
-                return bad_input(&e);
+                return bad_input("review", &e);
             }
             if admitted.decision.allowed {
                 ExitCode::SUCCESS
@@ -59,11 +60,6 @@ pub async fn run(args: ReviewArgs) -> ExitCode {
                 ExitCode::from(1)
             }
         }
-        Err(e) => bad_input(&e.to_string()),
+        Err(e) => bad_input("review", &e.to_string()),
     }
-}
-
-fn bad_input(msg: &str) -> ExitCode {
-    crate::stderr_line!("longhorn-guard review: {msg}");
-    ExitCode::from(2)
 }

@@ -21,11 +21,8 @@ pub mod routes;
 mod view_gauges;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -35,47 +32,8 @@ use crate::check::cluster::metrics::SharedChecks;
 use crate::cluster::{snapshot, ClusterView, SharedView, Source};
 use crate::policy::Policy;
 use crate::tls::{ReloadingCert, TlsError, TlsFiles};
-pub use args::ServeArgs;
+pub use args::{Limits, ServeArgs};
 use metrics::Metrics;
-
-/// Limits and timings of the server, and who may connect.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub max_body_bytes: u64,
-    pub header_read_timeout: Duration,
-    pub idle_timeout: Duration,
-    pub request_timeout: Duration,
-    pub shutdown_delay: Duration,
-    pub shutdown_grace: Duration,
-    pub tls_reload_interval: Duration,
-    pub max_connections: u32,
-    /// Serve only clients with a certificate from this CA file (`--client-ca`).
-    pub client_ca: Option<PathBuf>,
-    /// How long the view may stay unproven before `/readyz` turns 503 (`--unready-after`);
-    /// `None`: 1.5 × `drain.maxViewAge`; zero: never ([`readiness`]).
-    pub unready_after: Option<Duration>,
-    /// The view's age counts for readiness (probes run); else only failing watches and
-    /// unreadable objects do.
-    pub unready_by_age: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_body_bytes: 7 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(120),
-            request_timeout: Duration::from_secs(8),
-            shutdown_delay: Duration::from_secs(15),
-            shutdown_grace: Duration::from_secs(10),
-            tls_reload_interval: Duration::from_secs(2),
-            max_connections: 512,
-            client_ca: None,
-            unready_after: None,
-            unready_by_age: true,
-        }
-    }
-}
 
 /// Everything [`Server::bind`] needs.
 #[derive(Clone)]
@@ -112,10 +70,8 @@ pub(crate) struct AppState {
     pub(crate) checks: Option<SharedChecks>,
     pub(crate) metrics: Metrics,
     pub(crate) limits: Limits,
-    /// Set when shutdown starts: `/readyz` answers 503 from then on.
-    pub(crate) shutting_down: Arc<AtomicBool>,
-    /// Cleared just before the listener closes.
-    pub(crate) accepting: Arc<AtomicBool>,
+    /// Where the server is in its life: `/readyz` answers 503 once it is not `Serving`.
+    pub(crate) stage: watch::Receiver<Stage>,
     /// The memory every request body in flight shares ([`body`]).
     pub(crate) bodies: body::BodyBudget,
     /// What `/readyz` answers for the cluster view ([`readiness`]).
@@ -125,12 +81,21 @@ pub(crate) struct AppState {
 /// A running server.
 pub struct Server;
 
+/// Where the server is in its life. (Gap: hyper-util's `GracefulShutdown` closes every
+/// connection at once, racing the first request of a new one, and adds no `Connection: close`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stage {
+    Serving,
+    /// Shutdown requested: still accepting, every response says `Connection: close`.
+    Draining,
+    /// No longer accepting; connections finish their request and close.
+    Closing,
+}
+
 /// Controls a running server: start its shutdown and wait for it to finish.
 pub struct ServerHandle {
     addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    shutting_down: Arc<AtomicBool>,
-    accepting: Arc<AtomicBool>,
+    stage: watch::Sender<Stage>,
     task: tokio::task::JoinHandle<bool>,
 }
 
@@ -142,20 +107,31 @@ impl ServerHandle {
 
     /// Starts a graceful shutdown (delay, then grace), exactly as SIGTERM does in `serve`.
     pub fn shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Relaxed);
-        let _ = self.shutdown.send(true);
+        self.stage.send_if_modified(|s| {
+            *s == Stage::Serving && {
+                *s = Stage::Draining;
+                true
+            }
+        });
     }
 
     /// False once the listener is closing (after the shutdown delay): from then on new
     /// connections are refused.
     pub fn is_accepting(&self) -> bool {
-        self.accepting.load(Ordering::Relaxed)
+        *self.stage.borrow() != Stage::Closing
     }
 
     /// Waits until the server stopped. True when every connection finished within the grace
     /// period, false when some were cut off.
-    pub async fn stopped(self) -> bool {
-        self.task.await.unwrap_or(false)
+    pub async fn stopped(mut self) -> bool {
+        (&mut self.task).await.unwrap_or(false)
+    }
+}
+
+impl Drop for ServerHandle {
+    /// A server whose handle is gone shuts down.
+    fn drop(&mut self) {
+        self.shutdown();
     }
 }
 
@@ -176,29 +152,25 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr: config.listen, source })?;
         let addr =
             listener.local_addr().map_err(|source| ServeError::Bind { addr: config.listen, source })?;
-        let rule = readiness_rule(&config);
-        let metrics = Metrics::new(metrics::ScrapeGauges {
+        let readiness = readiness::Readiness::new(readiness_rule(&config));
+        let gauges = metrics::ScrapeGauges {
             view: config.admitter.view.clone(),
             policy: config.admitter.policy.clone(),
             tls: cert.clone(),
-        });
+        };
+        let metrics = Metrics::new(gauges, &readiness);
+        let stage = watch::Sender::new(Stage::Serving);
         let state = Arc::new(AppState {
             admitter: config.admitter,
             checks: config.checks,
             metrics,
             limits: config.limits.clone(),
-            shutting_down: Arc::new(AtomicBool::new(false)),
-            accepting: Arc::new(AtomicBool::new(true)),
+            stage: stage.subscribe(),
             bodies: body::BodyBudget::new(config.limits.max_body_bytes),
-            readiness: readiness::Readiness::new(rule),
+            readiness,
         });
-        let (shutting_down, accepting) = (state.shutting_down.clone(), state.accepting.clone());
-        let (tx, rx) = watch::channel(false);
-        let mut reload_rx = rx.clone();
-        tokio::spawn(
-            cert.watch(config.limits.tls_reload_interval, async move { stopped(&mut reload_rx).await }),
-        );
-        let mut tick_rx = rx.clone();
+        tokio::spawn(cert.watch(config.limits.tls_reload_interval, draining(stage.subscribe())));
+        let tick_rx = stage.subscribe();
         let ticked = state.clone();
         tokio::spawn(async move {
             let ticks = async {
@@ -209,11 +181,11 @@ impl Server {
             };
             tokio::select! {
                 () = ticks => {}
-                () = stopped(&mut tick_rx) => {}
+                () = draining(tick_rx) => {}
             }
         });
-        let task = tokio::spawn(listener::serve(listener, tls_config, state, rx));
-        Ok((addr, ServerHandle { addr, shutdown: tx, shutting_down, accepting, task }))
+        let task = tokio::spawn(listener::serve(listener, tls_config, state, stage.clone()));
+        Ok((addr, ServerHandle { addr, stage, task }))
     }
 }
 
@@ -236,9 +208,9 @@ impl AppState {
     }
 }
 
-/// Resolves once shutdown was requested (or the handle is gone).
-async fn stopped(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await.map(|_| ());
+/// Resolves once shutdown was requested.
+async fn draining(mut stage: watch::Receiver<Stage>) {
+    let _ = stage.wait_for(|s| *s != Stage::Serving).await;
 }
 
 /// The `serve` edge. Exit status: 0 after a signal-triggered shutdown, 1 when the server
@@ -375,19 +347,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             (admitter, checks, Some(watches))
         }
     };
-    let limits = Limits {
-        max_body_bytes: args.max_body_bytes,
-        header_read_timeout: args.header_read_timeout,
-        idle_timeout: args.idle_timeout,
-        request_timeout: args.request_timeout,
-        shutdown_delay: args.shutdown_delay,
-        shutdown_grace: args.shutdown_grace,
-        tls_reload_interval: args.tls_reload_interval,
-        max_connections: args.max_connections,
-        client_ca: args.client_ca.clone(),
-        unready_after: args.unready_after,
-        unready_by_age: !args.freshness_probe_interval.is_zero(),
-    };
+    let limits = Limits { unready_by_age: !args.freshness_probe_interval.is_zero(), ..args.limits.clone() };
     match Server::bind(ServerConfig { listen, tls, admitter, limits, checks }).await {
         Ok((addr, handle)) => Ok((addr, handle, watches)),
         Err(e) => {

@@ -1,14 +1,8 @@
-//! TLS for the server: rustls configuration with a certificate resolver that reloads the
-//! key pair from disk when it changes.
-//!
-//! The resolver hands every handshake the current `Arc<CertifiedKey>`; a reload swaps that
-//! `Arc` under a short write lock, so connections already established keep their session and
-//! new ones get the new pair. Changes are found by polling: the files are re-read every
-//! interval and compared byte for byte with what was last loaded. Polling also catches a
-//! Kubernetes Secret volume update, which swaps the `..data` symlink atomically without any
-//! write to the file the server opened. A pair that does not parse, or whose key does not
-//! match its certificate (for example half-way through an in-place rewrite), is logged and
-//! counted; the previous pair keeps serving.
+//! TLS for the server: rustls configuration with a certificate resolver that reloads the key
+//! pair from disk. The files are polled and compared byte for byte with what was last loaded
+//! (which also catches a Secret volume's `..data` symlink swap); a new pair is swapped in under
+//! a short write lock, and one that does not parse or match is logged and counted while the
+//! previous pair keeps serving.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,10 +1,8 @@
 //! YAML parsing limits sized to the input, and the names of JSON types for messages.
 //!
-//! serde-saphyr's default budget (250,000 nodes, 1,000,000 events, 1,024 documents) guards a
-//! config file; it refuses a `kubectl get -o yaml` snapshot of a few hundred volumes. The text
-//! is already in memory, so the limits that only count what the text itself spells out (nodes,
-//! events, documents, scalar bytes) grow with its length; the ones against expansion (aliases,
-//! anchors, depth) keep their defaults, so an alias bomb is refused as before.
+//! serde-saphyr's default budget refuses a snapshot of a few hundred volumes: the limits that
+//! count what the text spells out grow with its length; those against expansion (aliases,
+//! anchors, depth) keep their defaults.
 
 /// "a string", "an array", ...: the JSON type of a value, for error messages.
 pub fn json_type(v: &serde_json::Value) -> &'static str {
@@ -50,7 +48,7 @@ pub fn message(e: &serde_saphyr::Error) -> String {
 
 /// [`message`] for an error already rendered as text.
 pub fn message_text(s: &str) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = crate::clip::one_line(s);
     let head = flat.split(" --> ").next().unwrap_or(&flat);
     head.strip_prefix("error: ").unwrap_or(head).to_string()
 }

@@ -1,123 +1,63 @@
-//! The response AdmissionReview: a typed value over the decision, written by its `Serialize`.
+//! The response AdmissionReview: the decision as the JSON value the API server reads.
 
 use base64::Engine as _;
 use serde::Serialize;
+use serde_json::{json, Map, Value};
 
 use super::API_VERSION;
 use crate::decision::Decision;
 
-/// The response AdmissionReview for a decision, echoing the request uid: a typed value
-/// written straight to bytes ([`ResponseReview::to_bytes`]), nothing built in between.
-///
-/// A patch is written as base64 of the RFC 6902 JSON array with `patchType: JSONPatch`;
-/// `patchType` is only present with a non-empty patch. Fields are written in name order.
-pub fn response_review<'a>(uid: &'a str, decision: &'a Decision) -> ResponseReview<'a> {
-    let status = decision.status.as_ref().map(|status| {
-        let subject = status.subject.as_ref().filter(|s| !s.kind.is_empty());
-        let details = (subject.is_some() || !status.causes.is_empty()).then(|| StatusDetails {
-            causes: status.causes.iter().map(CauseOut::from).collect(),
-            group: subject.map(|s| s.group.as_str()).filter(|g| !g.is_empty()),
-            kind: subject.map(|s| s.kind.as_str()),
-            name: subject.map(|s| s.name.as_str()).filter(|n| !n.is_empty()),
-        });
-        Status {
-            code: status.code,
-            details,
-            message: &status.message,
-            reason: &status.reason,
-            status: "Failure",
-        }
-    });
-    let patch = decision.patch.as_ref().filter(|p| !p.0.is_empty()).map(|patch| {
-        let bytes = serde_json::to_vec(patch).expect("a JSON patch always serialises");
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    });
-    ResponseReview {
-        api_version: API_VERSION,
-        kind: "AdmissionReview",
-        response: Response {
-            allowed: decision.allowed,
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            status,
-            uid,
-            warnings: &decision.warnings,
-        },
+/// The response AdmissionReview for a decision, echoing the request uid. A patch is written as
+/// base64 of the RFC 6902 JSON array with `patchType: JSONPatch`, only when it is not empty.
+/// Fields are written in name order.
+pub fn response_review(uid: &str, decision: &Decision) -> ResponseReview {
+    let mut response = json!({"allowed": decision.allowed, "uid": uid});
+    if !decision.warnings.is_empty() {
+        response["warnings"] = json!(decision.warnings);
     }
+    if let Some(patch) = decision.patch.as_ref().filter(|p| !p.0.is_empty()) {
+        let bytes = serde_json::to_vec(patch).expect("a JSON patch always serialises");
+        response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+        response["patchType"] = json!("JSONPatch");
+    }
+    if let Some(st) = &decision.status {
+        let mut details = Map::new();
+        if !st.causes.is_empty() {
+            details.insert("causes".into(), json!(st.causes));
+        }
+        if let Some(s) = st.subject.as_ref().filter(|s| !s.kind.is_empty()) {
+            details.insert("kind".into(), json!(s.kind));
+            for (key, v) in
+                [("group", &s.group), ("name", &s.name)].into_iter().filter(|(_, v)| !v.is_empty())
+            {
+                details.insert(key.into(), json!(v));
+            }
+        }
+        let mut status =
+            json!({"code": st.code, "message": st.message, "reason": st.reason, "status": "Failure"});
+        if !details.is_empty() {
+            status["details"] = Value::Object(details);
+        }
+        response["status"] = status;
+    }
+    ResponseReview(json!({"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}))
 }
 
 /// The response AdmissionReview ([`response_review`]).
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResponseReview<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: Response<'a>,
-}
+#[serde(transparent)]
+pub struct ResponseReview(Value);
 
-impl ResponseReview<'_> {
+impl ResponseReview {
     /// The JSON bytes sent to the API server.
     pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a response review always serialises")
-    }
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Response<'a> {
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    uid: &'a str,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
-#[derive(Debug, Serialize)]
-struct Status<'a> {
-    code: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<StatusDetails<'a>>,
-    message: &'a str,
-    reason: &'a str,
-    status: &'static str,
-}
-
-#[derive(Debug, Serialize)]
-struct StatusDetails<'a> {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    causes: Vec<CauseOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    group: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-}
-
-/// A [`crate::decision::Cause`] as written.
-#[derive(Debug, Serialize)]
-struct CauseOut<'a> {
-    field: &'a str,
-    message: &'a str,
-    #[serde(rename = "type")]
-    type_: &'a str,
-}
-
-impl<'a> From<&'a crate::decision::Cause> for CauseOut<'a> {
-    fn from(c: &'a crate::decision::Cause) -> Self {
-        Self { field: &c.field, message: &c.message, type_: &c.type_ }
+        serde_json::to_vec(&self.0).expect("a response review always serialises")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
 
     #[test]
     fn patch_is_base64_of_the_json_array() {

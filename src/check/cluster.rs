@@ -1,9 +1,5 @@
-//! `longhorn-guard check cluster`: the production checklist in one report.
-//!
-//! Reads a snapshot file (`--state`) or the live cluster (read-only, paginated LISTs), runs
-//! every check in [`checks`] and prints findings grouped by check, then a summary. Exit 0:
-//! nothing is `error`; 1: something is; 2: bad input (unreadable file or policy, cluster
-//! unreachable).
+//! `longhorn-guard check cluster`: the production checklist in one report, from a snapshot
+//! (`--state`) or the live cluster. Exit 0: nothing is `error`; 1: something is; 2: bad input.
 
 pub mod checks;
 pub mod finding;
@@ -26,6 +22,7 @@ pub use inventory::Inventory;
 use super::CheckOutput;
 use crate::cluster::snapshot::{items_of, SnapshotError};
 use crate::cluster::{ClusterView, Object, Source};
+use crate::output::bad_input;
 use crate::policy::Policy;
 
 /// Arguments of `longhorn-guard check cluster`.
@@ -100,11 +97,10 @@ impl Report {
     /// E.g. `check cluster: 2 errors, 5 warnings, 3 info (9 checks)`.
     pub fn summary_line(&self) -> String {
         let s = &self.summary;
-        let plural = |n: usize, w: &str| if n == 1 { format!("1 {w}") } else { format!("{n} {w}s") };
         format!(
             "check cluster: {}, {}, {} info ({} checks)",
-            plural(s.errors, "error"),
-            plural(s.warnings, "warning"),
+            finding::count(s.errors, "error"),
+            finding::count(s.warnings, "warning"),
             s.info,
             s.checks.len()
         )
@@ -155,7 +151,7 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
 pub async fn run(args: ClusterArgs) -> ExitCode {
     let policy = match Policy::load(args.input.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => return bad_input(&format!("policy: {e}")),
+        Err(e) => return bad_input("check cluster", &format!("policy: {e}")),
     };
     let loaded = match &args.input.state {
         Some(path) => load_snapshot(path),
@@ -163,23 +159,18 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
     };
     let (inv, view) = match loaded {
         Ok(v) => v,
-        Err(e) => return bad_input(&e.to_string()),
+        Err(e) => return bad_input("check cluster", &e.to_string()),
     };
     let report = Report::build(&inv, &view, &policy, SystemTime::now());
     let text = match args.input.output {
         CheckOutput::Table => report.table(),
         CheckOutput::Json => match serde_json::to_string_pretty(&report) {
             Ok(s) => format!("{s}\n"),
-            Err(e) => return bad_input(&format!("cannot render JSON: {e}")),
+            Err(e) => return bad_input("check cluster", &format!("cannot render JSON: {e}")),
         },
     };
     if let Err(e) = crate::output::stdout(&text) {
-        return bad_input(&e);
+        return bad_input("check cluster", &e);
     }
     ExitCode::from(report.exit_code())
-}
-
-fn bad_input(msg: &str) -> ExitCode {
-    crate::stderr_line!("longhorn-guard check cluster: {msg}");
-    ExitCode::from(2)
 }

@@ -1,8 +1,5 @@
-//! The cluster view: one read-only, indexed picture of the objects policy decisions read.
-//!
-//! A [`ClusterView`] is filled either from a snapshot file ([`super::snapshot`]) or from watch
-//! caches ([`super::watch`]); the policy code only asks it questions. Every question is answered
-//! from a map or a secondary index, never by scanning all objects of a kind.
+//! The cluster view: one read-only, indexed picture of the objects policy decisions read,
+//! filled from a snapshot file or from watches; every question is answered from a map or an index.
 
 pub mod derived;
 mod freshness;
@@ -24,7 +21,7 @@ pub use proven::Unproven;
 pub use relist::Relist;
 
 /// The read-only cluster picture with secondary indexes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ClusterView {
     /// The objects, one store per kind.
     stores: Stores,
@@ -53,20 +50,7 @@ pub struct ClusterView {
 impl ClusterView {
     /// An empty view with the given source, keeping no derived state; not yet synced.
     pub fn new(source: Source) -> Self {
-        Self {
-            stores: Stores::default(),
-            builtin: BuiltIn::default(),
-            derived: Derivations::default(),
-            source,
-            synced: false,
-            kind_updated: HashMap::new(),
-            kind_seen: HashMap::new(),
-            unreadable: HashMap::new(),
-            failing: BTreeSet::new(),
-            proofs: proof::Proofs::default(),
-            interrupted: BTreeSet::new(),
-            read_answered: None,
-        }
+        Self { source, ..Self::default() }
     }
 
     /// A synced view holding exactly `objects`, as a snapshot or confirmation read gives it.

@@ -3,13 +3,9 @@
 //! both annotations into Go structs, so `"Name"` and `"INTERFACE"` count as `name` and
 //! `interface` there, and must here).
 //!
-//! Go compares keys under Unicode simple case folding (each character stands for the smallest
-//! of its `SimpleFold` set). For the ASCII field names read here that means ASCII case, plus
-//! the two non-ASCII characters whose set holds an ASCII letter: `ſ` (with `s`, `S`) and the
-//! Kelvin sign `K` (with `k`, `K`). Dotless `ı` and dotted `İ` fold only to themselves. Where an
-//! object holds two keys that fold to one field, the one spelt exactly like the field wins (Go
-//! takes the later one in the text, which a parsed object no longer knows); Multus never writes
-//! such keys.
+//! Go folds keys under Unicode simple case folding: for the ASCII field names read here, ASCII
+//! case plus `ſ` (an `s`) and the Kelvin sign (a `k`). Of two keys that fold to one field, the
+//! one spelt exactly like the field wins (Go takes the later one; Multus never writes both).
 
 use serde_json::{Map, Value};
 

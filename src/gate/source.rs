@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
 use super::kubelet_file::parse_kubelet_map;
+use crate::clip::one_line;
 
 /// Reads one pod's annotations from the API server.
 #[derive(Clone)]
@@ -49,7 +50,9 @@ impl ApiSource {
         let what = format!("GET pod {}/{}", self.namespace, self.name);
         match tokio::time::timeout(self.request_timeout, self.pods.get(&self.name)).await {
             Ok(Ok(pod)) => Ok(pod.metadata.annotations.unwrap_or_default()),
-            Ok(Err(e)) => Err(format!("{what} failed: {}", one_line(&e.to_string()))),
+            Ok(Err(e)) => {
+                Err(format!("{what} failed: {}", crate::decision::clip(&one_line(&e.to_string()), 200)))
+            }
             Err(_) => Err(format!("{what} did not answer within {}s", self.request_timeout.as_secs())),
         }
     }
@@ -66,8 +69,4 @@ pub async fn file_annotations(path: &Path) -> Result<BTreeMap<String, String>, S
 /// Whether `<sys_class_net>/<iface>` exists. Callers pass only valid interface names.
 pub fn interface_exists(sys_class_net: &Path, iface: &str) -> bool {
     sys_class_net.join(iface).exists()
-}
-
-fn one_line(s: &str) -> String {
-    crate::decision::clip(&s.split_whitespace().collect::<Vec<_>>().join(" "), 200)
 }

@@ -3,7 +3,6 @@
 //! interface lookup as a function.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -19,16 +18,12 @@ pub const LEGACY_NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks-
 /// reads as empty, as Go decodes it).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 pub struct NetworkStatus {
-    #[serde(default, deserialize_with = "null_as_empty")]
+    #[serde(default, deserialize_with = "crate::cluster::meta::null_as_empty")]
     pub name: String,
     #[serde(default)]
     pub interface: Option<String>,
     #[serde(default)]
     pub ips: Option<Vec<String>>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    Option::<String>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 /// A network found ready.
@@ -45,46 +40,39 @@ pub struct Found {
 }
 
 /// What is still missing for the storage network to be usable.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Missing {
     /// Neither the API server nor the downward-API file could be read.
+    #[error("the pod's annotations could not be read ({reason})")]
     Unreadable { reason: String },
     /// Neither status annotation is set: Multus has not handled this pod.
+    #[error(
+        "annotation {NETWORK_STATUS_ANNOTATION} is absent (and legacy {LEGACY_NETWORK_STATUS_ANNOTATION} too): \
+         Multus has not attached this pod's networks"
+    )]
     AnnotationAbsent,
     /// The status annotation is not a JSON list of network statuses.
+    #[error("annotation {key} is not a JSON list of network statuses: {error}")]
     Malformed { key: &'static str, error: String },
-    /// The status does not list the network.
+    /// The status does not list the network (an entry without a name shows as `""`).
+    #[error("network {network} is not listed in annotation {key} (listed: {})", listed_names(listed))]
     NotListed { network: String, key: &'static str, listed: Vec<String> },
     /// The network is listed without an IP.
+    #[error("network {network} is listed in annotation {key} with no IP")]
     NoIp { network: String, key: &'static str },
     /// The interface does not exist in the pod's network namespace.
+    #[error(
+        "interface {interface} of network {network} does not exist in the pod (/sys/class/net/{interface} is missing)"
+    )]
     InterfaceAbsent { network: String, interface: String },
 }
 
-impl fmt::Display for Missing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Unreadable { reason } => write!(f, "the pod's annotations could not be read ({reason})"),
-            Self::AnnotationAbsent => write!(
-                f,
-                "annotation {NETWORK_STATUS_ANNOTATION} is absent (and legacy {LEGACY_NETWORK_STATUS_ANNOTATION} too): \
-                 Multus has not attached this pod's networks"
-            ),
-            Self::Malformed { key, error } => {
-                write!(f, "annotation {key} is not a JSON list of network statuses: {error}")
-            }
-            Self::NotListed { network, key, listed } => {
-                // An entry without a name shows as `""`, not as nothing.
-                let shown: Vec<&str> = listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect();
-                let listed = if shown.is_empty() { "none".to_string() } else { shown.join(", ") };
-                write!(f, "network {network} is not listed in annotation {key} (listed: {listed})")
-            }
-            Self::NoIp { network, key } => write!(f, "network {network} is listed in annotation {key} with no IP"),
-            Self::InterfaceAbsent { network, interface } => write!(
-                f,
-                "interface {interface} of network {network} does not exist in the pod (/sys/class/net/{interface} is missing)"
-            ),
-        }
+fn listed_names(listed: &[String]) -> String {
+    let shown: Vec<&str> = listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect();
+    if shown.is_empty() {
+        "none".to_string()
+    } else {
+        shown.join(", ")
     }
 }
 

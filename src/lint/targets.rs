@@ -28,25 +28,23 @@ pub(super) struct Target {
 /// Expands `List`s (any `*List` with `items`) and top-level arrays into their items, each
 /// with its name as anchor.
 pub(super) fn flatten<'a>(v: &'a Value, anchor: Option<String>, out: &mut Vec<(&'a Value, Option<String>)>) {
-    let is_list = v.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"))
-        && v.get("items").is_some_and(Value::is_array);
-    if let Value::Array(items) = v {
-        for item in items {
-            let name = item.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
-            flatten(item, name, out);
-        }
+    let is_list = v.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+    let items = match v {
+        Value::Array(items) => Some(items),
+        _ => v.get("items").and_then(Value::as_array).filter(|_| is_list),
+    };
+    let Some(items) = items else {
+        out.push((v, anchor));
         return;
-    }
-    match v.get("items").and_then(Value::as_array) {
-        Some(items) if is_list => {
-            for item in items {
-                let name = item.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
-                flatten(item, name, out);
-            }
-        }
-        _ => out.push((v, anchor)),
+    };
+    for item in items {
+        let name = item.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+        flatten(item, name, out);
     }
 }
+
+const SETTINGS: (&str, &str) = ("longhorn.io", "settings");
+const STORAGE_CLASSES: (&str, &str) = ("storage.k8s.io", "storageclasses");
 
 pub(super) fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
@@ -85,14 +83,12 @@ pub(super) fn classify(
         object,
     };
     match (group, kind) {
-        ("longhorn.io", "Setting") => {
-            targets.push(base(kind, name, None, ("longhorn.io", "settings"), v.clone()))
-        }
+        ("longhorn.io", "Setting") => targets.push(base(kind, name, None, SETTINGS, v.clone())),
         ("longhorn.io", "Volume") => {
             targets.push(base(kind, name, None, ("longhorn.io", "volumes"), v.clone()))
         }
         ("storage.k8s.io", "StorageClass") => {
-            targets.push(base(kind, name, None, ("storage.k8s.io", "storageclasses"), v.clone()))
+            targets.push(base(kind, name, None, STORAGE_CLASSES, v.clone()))
         }
         ("", "ConfigMap") if api_version == "v1" => {
             let mut error = |message: String| {
@@ -118,7 +114,7 @@ pub(super) fn classify(
                                     "Setting",
                                     setting.clone(),
                                     Some(setting.clone()),
-                                    ("longhorn.io", "settings"),
+                                    SETTINGS,
                                     synthetic_setting(&setting, &value),
                                 ));
                             }
@@ -140,7 +136,7 @@ pub(super) fn classify(
                                 "StorageClass",
                                 sc_name,
                                 Some("numberOfReplicas".into()),
-                                ("storage.k8s.io", "storageclasses"),
+                                STORAGE_CLASSES,
                                 sc,
                             ));
                         }
@@ -197,7 +193,7 @@ fn helm_values(
             });
         }
         let object = synthetic_setting(setting, &scalar_string(value));
-        targets.push(base("HelmValues", name, Some(key.to_string()), ("longhorn.io", "settings"), object));
+        targets.push(base("HelmValues", name, Some(key.to_string()), SETTINGS, object));
     }
     if let Some(n) = persistence.and_then(|p| p.get("defaultClassReplicaCount")).filter(|x| !x.is_null()) {
         let object = json!({
@@ -211,7 +207,7 @@ fn helm_values(
             "HelmValues",
             "persistence.defaultClassReplicaCount".into(),
             Some("defaultClassReplicaCount".into()),
-            ("storage.k8s.io", "storageclasses"),
+            STORAGE_CLASSES,
             object,
         ));
     }

@@ -3,17 +3,13 @@
 //! ([`super::init_gate`]) injects, so an instance-manager pod created while no longhorn-guard
 //! pod is ready is gated all the same (docs/init-gate.md, "Without the webhook").
 //!
-//! One source of truth: the container and the volume are [`gate_container`] and
-//! [`podinfo_volume`], the webhook's own, rendered with stand-ins for the per-pod parts (the
-//! networks, the service-account mount) and for the policy's settings, which become CEL
-//! variables. `longhorn-guard gate-policy` prints what this module renders; the shipped
-//! manifests are its output (tests/it/gate_policy.rs fails when they drift).
+//! One source of truth: the container and the volume are the webhook's own ([`gate_container`],
+//! [`podinfo_volume`]) with stand-ins for the per-pod parts and the policy's settings, which
+//! become CEL variables; the shipped manifests are the output (tests/it/gate_policy.rs).
 //!
-//! Patch contract: the list of init containers is appended to with `add
-//! /spec/initContainers/-`, after `add /spec/initContainers` with an EMPTY list when the pod has
-//! none. `add /spec/initContainers` with a list of typed objects as its value panics the
-//! request handler of kube-apiserver v1.36.2 (cel-go's list conversion; the client sees
-//! INTERNAL_ERROR), so it is never used (tests/it/gate_policy.rs checks). Volumes likewise.
+//! Patch contract: lists are appended to with `add /spec/initContainers/-` (after adding an
+//! EMPTY list when the pod has none), never `add /spec/initContainers` with typed objects, which
+//! panics kube-apiserver v1.36.2's request handler. Volumes likewise.
 
 pub mod cel;
 
@@ -67,10 +63,7 @@ pub enum GatePolicyError {
 pub fn run(args: GatePolicyArgs) -> ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard gate-policy: policy: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return crate::output::bad_input("gate-policy", &format!("policy: {e}")),
     };
     let text = match render_yaml(&policy.gate) {
         Ok(t) => t,
@@ -81,10 +74,7 @@ pub fn run(args: GatePolicyArgs) -> ExitCode {
     };
     match crate::output::stdout(&text) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard gate-policy: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => crate::output::bad_input("gate-policy", &e),
     }
 }
 

@@ -37,11 +37,14 @@ pub fn mutate_pod(
     if !policy.gate.enabled {
         return Ok(Decision::allow());
     }
-    // Pod creation is never blocked: without an object there is nothing to patch.
-    let Ok(pod) = object(req) else {
-        return Ok(Decision::allow()
+    // Pod creation is never blocked: what cannot be patched is allowed with a warning.
+    let skip = |why: &str| {
+        Ok(Decision::allow()
             .rule("init-gate")
-            .with_warning("longhorn-guard: no init gate added: the request has no pod object"));
+            .with_warning(format!("longhorn-guard: no init gate added: {why}")))
+    };
+    let Ok(pod) = object(req) else {
+        return skip("the request has no pod object");
     };
     let meta = &pod["metadata"];
     let namespace = match req.namespace() {
@@ -59,25 +62,17 @@ pub fn mutate_pod(
     let networks = match parse_networks(annotation, Some(namespace)) {
         Ok(n) if n.is_empty() => return Ok(Decision::allow()),
         Ok(n) => n,
-        Err(e) => {
-            return Ok(Decision::allow().rule("init-gate").with_warning(format!(
-                "longhorn-guard: no init gate added: {NETWORKS_ANNOTATION} is unreadable: {e}"
-            )));
-        }
+        Err(e) => return skip(&format!("{NETWORKS_ANNOTATION} is unreadable: {e}")),
     };
     let spec = &pod["spec"];
     if !spec.is_object() {
-        return Ok(Decision::allow()
-            .rule("init-gate")
-            .with_warning("longhorn-guard: no init gate added: the pod has no spec object"));
+        return skip("the pod has no spec object");
     }
     let init = &spec["initContainers"];
     let volumes = &spec["volumes"];
     for (field, v) in [("spec.initContainers", init), ("spec.volumes", volumes)] {
         if !v.is_null() && !v.is_array() {
-            return Ok(Decision::allow()
-                .rule("init-gate")
-                .with_warning(format!("longhorn-guard: no init gate added: {field} is not a list")));
+            return skip(&format!("{field} is not a list"));
         }
     }
     let has_named = |list: &Value, name: &str| {
@@ -91,9 +86,7 @@ pub fn mutate_pod(
     if let Some(field) =
         ["containers", "ephemeralContainers"].into_iter().find(|f| has_named(&spec[*f], GATE_CONTAINER))
     {
-        return Ok(Decision::allow().rule("init-gate").with_warning(format!(
-            "longhorn-guard: no init gate added: spec.{field} already has a container named {GATE_CONTAINER}"
-        )));
+        return skip(&format!("spec.{field} already has a container named {GATE_CONTAINER}"));
     }
 
     let container = gate_container(
@@ -110,9 +103,9 @@ pub fn mutate_pod(
         // Ours from an earlier pass: the gate would read its annotations file from it.
         Some(existing) if existing["downwardAPI"]["items"] == volume["downwardAPI"]["items"] => {}
         Some(_) => {
-            return Ok(Decision::allow().rule("init-gate").with_warning(format!(
-                "longhorn-guard: no init gate added: the pod already has a volume {PODINFO_VOLUME} that is not its downward-API annotations"
-            )));
+            return skip(&format!(
+                "the pod already has a volume {PODINFO_VOLUME} that is not its downward-API annotations"
+            ))
         }
     }
     Ok(Decision::patched(Patch(ops)).rule("init-gate"))

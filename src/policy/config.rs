@@ -56,9 +56,7 @@ fn storage_class_minimums<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<St
 
 /// A section written with no keys (`drain:` alone, or all its keys commented out) reads as
 /// null: it means the defaults, as an absent one does.
-fn or_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(d: D) -> Result<T, D::Error> {
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
+use crate::cluster::meta::null_as_empty as or_default;
 
 /// What the drain guard does with an unsafe eviction or node deletion.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]

@@ -15,10 +15,10 @@ mod sites;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, analyze_volume, analyze_volumes, carries_data, explain_volume,
-    format_time, override_reason, stalled_rebuilds, volume_unsafe, volume_verdict, volumes_on_node,
-    Attachment, Clause, Explained, Holds, Lead, NodeAnalysis, Override, Reason, Remedy, ReplicaReport, Rest,
-    StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, analyze_volumes, carries_data, explain_volume, format_time,
+    override_reason, stalled_rebuilds, volume_unsafe, volume_verdict, volumes_on_node, Attachment, Clause,
+    Explained, Holds, Lead, NodeAnalysis, Override, Reason, Remedy, ReplicaReport, Rest, StalledRebuild,
+    Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use blockers::Blockers;
 pub use index::DrainIndex;

@@ -1,15 +1,9 @@
 //! Replica-count rules for Settings, Volumes and StorageClasses (`rule: replicas`).
 //!
-//! Below the policy minimum a rule warns (`replicas.action: warn`) or denies with 422
-//! `Invalid` and a field cause (`replicas.action: deny`). A deny only applies to a count the
-//! request lowers: a CREATE, or an UPDATE to a lower count than the old object's. An UPDATE
-//! that keeps or raises an already-low count (a label, a finalizer, Longhorn's own
-//! controllers, a step towards the minimum) is warned about, never denied, so existing
-//! objects stay manageable. Values longhorn-guard cannot read are
-//! Longhorn's to reject: they are allowed with a warning saying what could not be read.
-//!
-//! This file holds what the three rules share: the finding, the decision built from the
-//! findings and the readers of names and settings; each rule lives in a file of its own.
+//! Below the policy minimum a rule warns (`replicas.action: warn`) or denies with 422 `Invalid`
+//! and a field cause (`deny`), but only a count the request lowers (a CREATE, or an UPDATE to a
+//! lower count); unreadable values are Longhorn's to reject and allowed with a warning. This
+//! file holds what the three rules share; each rule lives in a file of its own.
 
 pub mod admission_policy;
 mod default_count;

@@ -4,8 +4,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::Limits;
-
 /// The largest `--max-body-bytes` (64 MiB): far past any AdmissionReview (the API server caps
 /// requests at 3 MiB, a review holds two objects), and what one body may take in memory.
 pub const MAX_BODY_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
@@ -31,6 +29,40 @@ pub struct ServeArgs {
     /// Policy file (YAML); defaults apply when absent.
     #[arg(long, value_name = "FILE", env = "LONGHORN_GUARD_POLICY")]
     pub policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: Limits,
+    /// How often the `check cluster` findings on `/metrics` are refreshed from the cluster
+    /// (paginated reads, no watch). 5m keeps 100,000 snapshots' worth of LISTs rare; 0s turns the
+    /// checks off. With --state they are computed once from the snapshot.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
+    pub check_interval: Duration,
+    /// How often each watched kind is probed with a consistent read (selecting no object), so that a quiet
+    /// view is proven current by its own watch's BOOKMARKs instead of re-read before an allow
+    /// (docs/drain.md, "Probes"). 1s keeps the proven age under 4 s, inside the default
+    /// drain.maxViewAge of 5 s, for one small read per kind per second; 0s turns probes off
+    /// (every allow on a quiet view is then confirmed by reads). Watch mode only.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = probe_interval, env = "LONGHORN_GUARD_FRESHNESS_PROBE_INTERVAL")]
+    pub freshness_probe_interval: Duration,
+    /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
+    /// from the API server at once; more wait their turn within their deadline, and requests
+    /// for a node whose confirmation is still waiting share it. Default 2: one at 10,000
+    /// volumes makes the API server serialise about 12 MB and holds 20-28 MiB here; run all at
+    /// once, parallel drains slow each other down (6 at once: p50 1.4 s against 0.6 s queued)
+    /// and push memory towards the limit.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONFIRMATIONS")]
+    pub max_confirmations: u32,
+    /// The longest one confirmation may take before the eviction gets its 429 "could not
+    /// confirm" (inside --request-timeout in any case). Default 3s: a confirmation at 10,000
+    /// volumes takes about 0.6 s, and an API server that cannot complete one (its etcd member
+    /// cut off) then costs kubectl drain 3 s a retry, far from the API server's webhook timeout.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = positive_duration, env = "LONGHORN_GUARD_CONFIRM_TIMEOUT")]
+    pub confirm_timeout: Duration,
+}
+
+/// Limits and timings of the server, and who may connect: the flags of `serve` that
+/// [`super::Server::bind`] takes.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Limits {
     /// Largest request body accepted, in bytes; larger ones get 413. Default 7 MiB: the API
     /// server caps requests at 3 MiB, and an AdmissionReview holds an object and its old version.
     /// At most 64 MiB.
@@ -74,32 +106,6 @@ pub struct ServeArgs {
     /// (two small reads) and well inside any certificate's overlap window.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = positive_duration, env = "LONGHORN_GUARD_TLS_RELOAD_INTERVAL")]
     pub tls_reload_interval: Duration,
-    /// How often the `check cluster` findings on `/metrics` are refreshed from the cluster
-    /// (paginated reads, no watch). 5m keeps 100,000 snapshots' worth of LISTs rare; 0s turns the
-    /// checks off. With --state they are computed once from the snapshot.
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration, env = "LONGHORN_GUARD_CHECK_INTERVAL")]
-    pub check_interval: Duration,
-    /// How often each watched kind is probed with a consistent read (selecting no object), so that a quiet
-    /// view is proven current by its own watch's BOOKMARKs instead of re-read before an allow
-    /// (docs/drain.md, "Probes"). 1s keeps the proven age under 4 s, inside the default
-    /// drain.maxViewAge of 5 s, for one small read per kind per second; 0s turns probes off
-    /// (every allow on a quiet view is then confirmed by reads). Watch mode only.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = probe_interval, env = "LONGHORN_GUARD_FRESHNESS_PROBE_INTERVAL")]
-    pub freshness_probe_interval: Duration,
-    /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
-    /// from the API server at once; more wait their turn within their deadline, and requests
-    /// for a node whose confirmation is still waiting share it. Default 2: one at 10,000
-    /// volumes makes the API server serialise about 12 MB and holds 20-28 MiB here; run all at
-    /// once, parallel drains slow each other down (6 at once: p50 1.4 s against 0.6 s queued)
-    /// and push memory towards the limit.
-    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..), env = "LONGHORN_GUARD_MAX_CONFIRMATIONS")]
-    pub max_confirmations: u32,
-    /// The longest one confirmation may take before the eviction gets its 429 "could not
-    /// confirm" (inside --request-timeout in any case). Default 3s: a confirmation at 10,000
-    /// volumes takes about 0.6 s, and an API server that cannot complete one (its etcd member
-    /// cut off) then costs kubectl drain 3 s a retry, far from the API server's webhook timeout.
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = positive_duration, env = "LONGHORN_GUARD_CONFIRM_TIMEOUT")]
-    pub confirm_timeout: Duration,
     /// How long the cluster view may stay unproven (a watch failing, or data past
     /// drain.maxViewAge that no probe proves) with no consistent read answered within it, before
     /// `/readyz` turns 503 with the reason, so that a Service sends reviews to a replica that
@@ -108,6 +114,28 @@ pub struct ServeArgs {
     /// within 2 × drain.maxViewAge. 0s: readiness does not follow the view. Watch mode only.
     #[arg(long, value_name = "DURATION", value_parser = duration, env = "LONGHORN_GUARD_UNREADY_AFTER")]
     pub unready_after: Option<Duration>,
+    /// The view's age counts for readiness (probes run); else only failing watches and
+    /// unreadable objects do.
+    #[arg(skip = true)]
+    pub unready_by_age: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 7 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(8),
+            shutdown_delay: Duration::from_secs(15),
+            shutdown_grace: Duration::from_secs(10),
+            max_connections: 512,
+            client_ca: None,
+            tls_reload_interval: Duration::from_secs(2),
+            unready_after: None,
+            unready_by_age: true,
+        }
+    }
 }
 
 /// An `IP:port` to listen on: a host name or a missing port is a usage error (exit 2).

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody as _};
+use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap};
 use http_body_util::BodyExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -36,8 +36,7 @@ const DRAIN_PAUSE: Duration = Duration::from_secs(1);
 /// The longest a body past the limit is drained in all: a client that trickles it gets the 413
 /// then, not at the request deadline.
 const DRAIN_FOR: Duration = Duration::from_secs(2);
-/// The most memory reserved for a body before it arrives (its declared length, up to this):
-/// the buffer grows as the bytes come, so a large `Content-Length` alone reserves nothing big.
+/// A body reserves its declared length from the receiving budget once it grows past this.
 const MAX_RESERVE: u64 = 64 * 1024;
 
 /// The KiB of request bodies in flight at once: being decided (`kib`), and large ones being
@@ -122,13 +121,6 @@ pub async fn read_body(
 ) -> Result<(Bytes, BodyShare), BodyError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    // The length the body will have, when declared and within the limit.
-    let expected = declared.filter(|n| *n <= max).map(|n| n as usize);
-    // A body complete in its first frame (the common case) is that frame, not a copy of it: a
-    // slice of hyper's read buffer, which holds the request's headers too when both came in one
-    // read. A frame of a body still arriving is copied at once, so no frame is held while the
-    // rest is awaited; the buffer is made then.
-    let mut first: Option<Bytes> = None;
     let mut buf: Vec<u8> = Vec::new();
     let mut total: u64 = 0;
     let mut too_large = declared.is_some_and(|n| n > max);
@@ -166,7 +158,6 @@ pub async fn read_body(
             too_large = true;
             drain_until = Some(tokio::time::Instant::now() + DRAIN_FOR);
             buf = Vec::new();
-            first = None;
             received = None;
         }
         if too_large {
@@ -179,25 +170,7 @@ pub async fn read_body(
         // before it is read further: a client that declares a large body and sends nothing
         // holds nothing.
         if received.is_none() && total > MAX_RESERVE {
-            received = budget.receive(expected.map_or(max, |n| n as u64)).await;
-        }
-        if total == data.len() as u64 && body.is_end_stream() {
-            first = Some(data);
-            continue;
-        }
-        if buf.capacity() == 0 {
-            buf.reserve_exact(expected.unwrap_or(0).min(MAX_RESERVE as usize));
-        }
-        // A frame after the end a body reported (none should come): joined all the same.
-        if let Some(head) = first.take() {
-            buf.extend_from_slice(&head);
-        }
-        // Past the first [`MAX_RESERVE`], the client is sending the body it declared: reserve
-        // all of it once rather than doubling (and copying) up to twice its size.
-        if let Some(n) = expected {
-            if buf.len() + data.len() > buf.capacity() && buf.capacity() < n {
-                buf.reserve_exact(n.saturating_sub(buf.len()));
-            }
+            received = budget.receive(declared.unwrap_or(max)).await;
         }
         buf.extend_from_slice(&data);
     }
@@ -205,7 +178,7 @@ pub async fn read_body(
         return Err(BodyError::TooLarge);
     }
     let share = BodyShare::take(budget, total, received).await;
-    Ok((first.unwrap_or_else(|| Bytes::from(buf)), share))
+    Ok((Bytes::from(buf), share))
 }
 
 #[cfg(test)]

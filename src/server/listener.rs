@@ -8,7 +8,6 @@
 //! `--shutdown-grace` is cut.
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,18 +20,7 @@ use tower::ServiceExt as _;
 
 use super::cap::{Cap, Slot};
 use super::conn::{self, Expired};
-use super::AppState;
-
-/// Where the server is in its life. (Gap: hyper-util's `GracefulShutdown` closes every
-/// connection at once, racing the first request of a new one, and adds no `Connection: close`.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stage {
-    Serving,
-    /// Shutdown requested: still accepting, every response says `Connection: close`.
-    Draining,
-    /// No longer accepting; connections finish their request and close.
-    Closing,
-}
+use super::{AppState, Stage};
 
 /// Accepts until the `Closing` stage, then waits up to the grace period for connections.
 /// True when every connection finished in time.
@@ -40,14 +28,14 @@ pub(crate) async fn serve(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
     state: Arc<AppState>,
-    shutdown: watch::Receiver<bool>,
+    stage_tx: watch::Sender<Stage>,
 ) -> bool {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls_config);
     let router = super::routes::router(state.clone());
     let limits = state.limits.clone();
     let cap = Cap::new(limits.max_connections as usize, state.metrics.server.clone());
-    let (stage_tx, mut stage) = watch::channel(Stage::Serving);
-    let stages = tokio::spawn(run_stages(shutdown, stage_tx, state.clone()));
+    let mut stage = stage_tx.subscribe();
+    let stages = tokio::spawn(run_stages(stage_tx, state.clone()));
     let mut errors = AcceptErrors::default();
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -85,7 +73,6 @@ pub(crate) async fn serve(
             stage.clone(),
         ));
     }
-    state.accepting.store(false, Ordering::Relaxed);
     drop(listener);
     let _ = stages.await;
     tracing::info!(
@@ -115,10 +102,8 @@ pub(crate) async fn serve(
 }
 
 /// Waits for the shutdown request, then moves through `Draining` (for the delay) to `Closing`.
-async fn run_stages(mut shutdown: watch::Receiver<bool>, stage: watch::Sender<Stage>, state: Arc<AppState>) {
-    super::stopped(&mut shutdown).await;
-    state.shutting_down.store(true, Ordering::Relaxed);
-    stage.send_replace(Stage::Draining);
+async fn run_stages(stage: watch::Sender<Stage>, state: Arc<AppState>) {
+    super::draining(stage.subscribe()).await;
     tracing::info!(
         delay = ?state.limits.shutdown_delay,
         "shutdown started: /readyz answers 503; still accepting, each response says Connection: close"
@@ -186,7 +171,7 @@ async fn connection(
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
-    let io = TokioIo::new(conn::Watched::new(tls, phase.clone()));
+    let io = TokioIo::new(conn::watched(tls, phase.clone()));
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let (head, idle) = (limits.header_read_timeout, limits.idle_timeout);

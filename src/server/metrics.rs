@@ -11,8 +11,6 @@ use prometheus_client::registry::Registry;
 
 use crate::exposition::register;
 
-use crate::admission::AdmissionRequest;
-
 pub use super::view_gauges::ScrapeGauges;
 
 /// Upper bounds (seconds) of the admission latency histogram: sub-millisecond decisions up to
@@ -35,24 +33,6 @@ pub const RESOURCE_LABELS: [&str; 6] = [
 /// `resource` if longhorn-guard handles it, else `other`.
 pub fn resource_label(resource: &str) -> &'static str {
     RESOURCE_LABELS.iter().find(|r| **r == resource).copied().unwrap_or("other")
-}
-
-/// [`resource_label`] of a request's [`AdmissionRequest::resource_label`], without writing it.
-pub fn request_resource_label(req: &AdmissionRequest) -> &'static str {
-    let (resource, group, sub) = (&req.resource.resource, &req.resource.group, req.sub_resource());
-    let is = |label: &str| {
-        let Some(rest) = label.strip_prefix(resource.as_str()) else { return false };
-        let rest = match group.as_str() {
-            "" => Some(rest),
-            g => rest.strip_prefix('.').and_then(|r| r.strip_prefix(g)),
-        };
-        match (rest, sub) {
-            (Some(rest), "") => rest.is_empty(),
-            (Some(rest), s) => rest.strip_prefix('/') == Some(s),
-            (None, _) => false,
-        }
-    };
-    RESOURCE_LABELS.iter().find(|r| is(r)).copied().unwrap_or("other")
 }
 
 /// A label set of `N` fixed names and values.
@@ -100,8 +80,8 @@ impl Drop for InFlight<'_> {
 }
 
 impl Metrics {
-    /// The server's metrics, with `gauges` read at each scrape.
-    pub fn new(gauges: ScrapeGauges) -> Self {
+    /// The server's metrics, with `gauges` read at each scrape, and `readiness`'s.
+    pub fn new(gauges: ScrapeGauges, readiness: &super::readiness::Readiness) -> Self {
         let m = Self {
             registry: Registry::default(),
             requests: Family::default(),
@@ -169,6 +149,7 @@ impl Metrics {
             s.connections_open.clone(),
         );
         r.register_collector(Box::new(gauges));
+        readiness.register(&mut r);
         crate::cluster::stats::global().register(&mut r);
         Self { registry: r, ..m }
     }
@@ -240,7 +221,12 @@ mod tests {
             policy: Arc::new(Policy::default()),
             tls: Arc::new(tls),
         };
-        (Metrics::new(gauges), dir)
+        let rule = crate::server::readiness::Rule {
+            unready_after: Duration::ZERO,
+            max_view_age: Duration::from_secs(5),
+            by_age: false,
+        };
+        (Metrics::new(gauges, &crate::server::readiness::Readiness::new(rule)), dir)
     }
 
     fn render(m: &Metrics) -> String {
@@ -273,40 +259,6 @@ mod tests {
         assert!(text.contains("longhorn_guard_http_errors_total{code=\"400\"} 1"));
         assert!(text.contains("longhorn_guard_cluster_view_synced 1"));
         assert!(text.contains("longhorn_guard_cluster_view_age_seconds 0"));
-    }
-
-    #[test]
-    fn a_request_is_labelled_as_its_written_resource_is() {
-        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission");
-        let mut seen = 0;
-        for entry in std::fs::read_dir(fixtures).unwrap() {
-            let path = entry.unwrap().path();
-            let Ok(req) = crate::admission::parse_review(&std::fs::read(&path).unwrap()) else { continue };
-            let mut reqs = vec![req.clone()];
-            for (resource, group, sub) in [
-                ("volumes", "longhorn", ""),
-                ("volumes.longhorn", "io", ""),
-                ("pods", "", ""),
-                ("pods", "", "status"),
-                ("nodes", "x", ""),
-            ] {
-                let mut other = req.clone();
-                other.resource.resource = resource.into();
-                other.resource.group = group.into();
-                other.sub_resource = Some(sub.into());
-                reqs.push(other);
-            }
-            for r in reqs {
-                assert_eq!(
-                    request_resource_label(&r),
-                    resource_label(&r.resource_label()),
-                    "{}",
-                    path.display()
-                );
-            }
-            seen += 1;
-        }
-        assert!(seen > 5, "{seen} fixtures");
     }
 
     #[test]

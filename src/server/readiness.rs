@@ -11,16 +11,17 @@
 //! [`Readiness::observe`] is called on every `/readyz` and `/metrics` and by a ticker
 //! ([`TICK`]), so flips are counted and logged when they happen, not when someone asks.
 
-use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::DescriptorEncoder;
-use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
 use crate::cluster::{ClusterView, Unproven};
-use crate::exposition::{family, single};
+use crate::exposition::register;
 
 /// How often the server looks at the view between requests.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -53,30 +54,55 @@ struct State {
     unproven_since: Option<(Instant, SystemTime)>,
     /// Unready now, and for which reason label.
     unready: Option<&'static str>,
-    /// (to, reason) -> flips.
-    flips: BTreeMap<(&'static str, &'static str), u64>,
 }
 
-/// The readiness state of one server.
+/// The readiness state of one server, and its metrics as of the last [`Readiness::observe`].
 #[derive(Debug)]
 pub struct Readiness {
     rule: Rule,
     state: Mutex<State>,
+    ready: Gauge,
+    unproven_since: Gauge<f64, AtomicU64>,
+    /// `to`, `reason`.
+    flips: Family<[(&'static str, &'static str); 2], Counter>,
 }
 
 impl Readiness {
     pub fn new(rule: Rule) -> Self {
-        Self { rule, state: Mutex::default() }
+        let r = Self {
+            rule,
+            state: Mutex::default(),
+            ready: Gauge::default(),
+            unproven_since: Gauge::default(),
+            flips: Family::default(),
+        };
+        r.ready.set(1);
+        r
+    }
+
+    /// Adds the readiness metrics to `registry` (they stay shared with `self`).
+    pub fn register(&self, r: &mut Registry) {
+        register(r, "longhorn_guard_ready", "0 while /readyz is 503 because the cluster view cannot be proven or confirmed (--unready-after), else 1.", self.ready.clone());
+        register(r, "longhorn_guard_cluster_view_unproven_since_timestamp_seconds", "Unix time since which the cluster view is not proven current (a watch failing, an object unreadable, or data past drain.maxViewAge with no proof); 0 while proven.", self.unproven_since.clone());
+        register(r, "longhorn_guard_readiness_flips", "Times /readyz turned unready (to=\"unready\", by what kept the view unproven) or ready again (to=\"ready\": proven, or a consistent read answered).", self.flips.clone());
     }
 
     /// Looks at `view` at `now`/`wall`: what `/readyz` answers, counting a flip when it changed.
     pub fn observe(&self, view: &ClusterView, now: Instant, wall: SystemTime) -> Verdict {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let verdict = self.judge(&mut st, view, now, wall);
+        self.ready.set(i64::from(st.unready.is_none()));
+        let since = st.unproven_since.map(|(_, w)| w.duration_since(SystemTime::UNIX_EPOCH));
+        self.unproven_since.set(since.map_or(0.0, |d| d.map_or(0.0, |d| d.as_secs_f64())));
+        verdict
+    }
+
+    fn judge(&self, st: &mut State, view: &ClusterView, now: Instant, wall: SystemTime) -> Verdict {
         let why = view.unproven(wall, self.rule.max_view_age, self.rule.by_age);
         let answered = view.read_answered();
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(why) = why else {
             st.unproven_since = None;
-            flip_ready(&mut st, "proven");
+            self.flip_ready(st, "proven");
             return Verdict::Ready;
         };
         let observed = st.unproven_since.get_or_insert((now, wall));
@@ -104,12 +130,12 @@ impl Readiness {
         let stuck_for = now.saturating_duration_since(since);
         let after = self.rule.unready_after;
         if after.is_zero() || stuck_for < after || reads_work {
-            flip_ready(&mut st, "reads_answered");
+            self.flip_ready(st, "reads_answered");
             return Verdict::Ready;
         }
         if st.unready.is_none() {
             st.unready = Some(why.label());
-            *st.flips.entry(("unready", why.label())).or_default() += 1;
+            self.flips.get_or_create(&[("to", "unready"), ("reason", why.label())]).inc();
             tracing::warn!(reason = why.label(), detail = %why, "/readyz turns 503: the cluster view cannot be proven or confirmed");
         }
         let reads = match last_answer {
@@ -126,46 +152,12 @@ impl Readiness {
         ))
     }
 
-    /// The readiness metrics as of the last [`Readiness::observe`].
-    pub fn gauges(&self) -> ReadinessGauges {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let since = st
-            .unproven_since
-            .map(|(_, w)| w.duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()));
-        ReadinessGauges {
-            ready: st.unready.is_none(),
-            unproven_since: since.unwrap_or(0.0),
-            flips: st.flips.clone(),
+    /// Back to ready (counted under `reason`) if it was not.
+    fn flip_ready(&self, st: &mut State, reason: &'static str) {
+        if st.unready.take().is_some() {
+            self.flips.get_or_create(&[("to", "ready"), ("reason", reason)]).inc();
+            tracing::info!(reason, "/readyz is 200 again: the cluster view is proven or confirmed");
         }
-    }
-}
-
-/// Back to ready (counted under `reason`) if it was not.
-fn flip_ready(st: &mut State, reason: &'static str) {
-    if st.unready.take().is_some() {
-        *st.flips.entry(("ready", reason)).or_default() += 1;
-        tracing::info!(reason, "/readyz is 200 again: the cluster view is proven or confirmed");
-    }
-}
-
-/// The readiness metrics, copied out.
-#[derive(Clone, Debug)]
-pub struct ReadinessGauges {
-    ready: bool,
-    unproven_since: f64,
-    flips: BTreeMap<(&'static str, &'static str), u64>,
-}
-
-impl Collector for ReadinessGauges {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let e = &mut encoder;
-        single(e, "longhorn_guard_ready", "0 while /readyz is 503 because the cluster view cannot be proven or confirmed (--unready-after), else 1.", MetricType::Gauge, f64::from(u8::from(self.ready)))?;
-        single(e, "longhorn_guard_cluster_view_unproven_since_timestamp_seconds", "Unix time since which the cluster view is not proven current (a watch failing, an object unreadable, or data past drain.maxViewAge with no proof); 0 while proven.", MetricType::Gauge, self.unproven_since)?;
-        let mut f = family(e, "longhorn_guard_readiness_flips", "Times /readyz turned unready (to=\"unready\", by what kept the view unproven) or ready again (to=\"ready\": proven, or a consistent read answered).", MetricType::Counter)?;
-        for ((to, reason), n) in &self.flips {
-            f.labelled(&[("to", *to), ("reason", *reason)], *n as f64)?;
-        }
-        Ok(())
     }
 }
 
@@ -198,8 +190,7 @@ mod tests {
         assert_eq!(r.observe(&v, t0 + s(9), w0), Verdict::Ready);
         let Verdict::Unready(why) = r.observe(&v, t0 + s(10), w0) else { panic!("unready at the bound") };
         assert!(why.starts_with("cluster view unproven for 10.0s (--unready-after 10s): watches failing: replicas.longhorn.io; no consistent read"), "{why}");
-        let g = r.gauges();
-        assert!(!g.ready && g.unproven_since > 0.0, "{g:?}");
+        assert!(r.ready.get() == 0 && r.unproven_since.get() > 0.0, "{r:?}");
         // A read answered says confirmations work again: ready, counted as such.
         v.note_read_answered(t0 + s(11));
         assert_eq!(r.observe(&v, t0 + s(12), w0), Verdict::Ready);
@@ -207,13 +198,11 @@ mod tests {
         assert!(matches!(r.observe(&v, t0 + s(16), w0), Verdict::Unready(_)), "that read is maxViewAge old");
         v.replace_kind(ObjectKind::Replica, Vec::new(), w0);
         assert_eq!(r.observe(&v, t0 + s(22), w0), Verdict::Ready);
-        let g = r.gauges();
-        assert!(g.ready && g.unproven_since == 0.0, "{g:?}");
-        let flips: Vec<_> = g.flips.into_iter().collect();
-        assert_eq!(
-            flips,
-            [(("ready", "proven"), 1), (("ready", "reads_answered"), 1), (("unready", "watches_failing"), 2)]
-        );
+        assert!(r.ready.get() == 1 && r.unproven_since.get() == 0.0, "{r:?}");
+        let flips = |to, reason| r.flips.get(&[("to", to), ("reason", reason)]).map(|c| c.get());
+        assert_eq!(flips("ready", "proven"), Some(1));
+        assert_eq!(flips("ready", "reads_answered"), Some(1));
+        assert_eq!(flips("unready", "watches_failing"), Some(2));
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! The axum routes: the two webhooks, the probes and `/metrics`.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,7 +108,7 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
             let req = &admitted.request;
             app.metrics.admission(
                 kind.as_str(),
-                super::metrics::request_resource_label(req),
+                &req.resource_label(),
                 req.operation.as_str(),
                 admitted.decision.outcome(),
                 started.elapsed(),
@@ -178,7 +177,7 @@ async fn healthz() -> Response {
 }
 
 async fn readyz(State(app): State<Arc<AppState>>) -> Response {
-    if app.shutting_down.load(Ordering::Relaxed) {
+    if *app.stage.borrow() != super::Stage::Serving {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     }
     match app.observe_readiness() {
@@ -193,9 +192,8 @@ async fn readyz(State(app): State<Arc<AppState>>) -> Response {
 
 async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let mut body = String::with_capacity(8192);
-    app.metrics.encode(&mut body);
     app.observe_readiness();
-    crate::exposition::append(&mut body, app.readiness.gauges());
+    app.metrics.encode(&mut body);
     if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
         crate::check::cluster::metrics::render(&mut body, &status);
@@ -237,24 +235,25 @@ mod tests {
         let view =
             crate::cluster::SharedView::new(crate::cluster::snapshot::load(Path::new(snapshot)).unwrap());
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
-        let metrics = crate::server::metrics::Metrics::new(crate::server::metrics::ScrapeGauges {
+        let readiness = crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
+            unready_after: Duration::from_secs(10),
+            max_view_age: Duration::from_secs(5),
+            by_age: true,
+        });
+        let gauges = crate::server::metrics::ScrapeGauges {
             view: admitter.view.clone(),
             policy: admitter.policy.clone(),
             tls,
-        });
+        };
+        let metrics = crate::server::metrics::Metrics::new(gauges, &readiness);
         let app = AppState {
             admitter,
             checks: None,
             metrics,
             limits: Default::default(),
-            shutting_down: Default::default(),
-            accepting: Default::default(),
+            stage: tokio::sync::watch::channel(crate::server::Stage::Serving).1,
             bodies: crate::server::body::BodyBudget::new(crate::server::Limits::default().max_body_bytes),
-            readiness: crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
-                unready_after: Duration::from_secs(10),
-                max_view_age: Duration::from_secs(5),
-                by_age: true,
-            }),
+            readiness,
         };
         (Arc::new(app), dir)
     }

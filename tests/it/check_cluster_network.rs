@@ -240,6 +240,23 @@ fn what_cannot_be_compared_is_said() {
             "install Multus (its DaemonSet runs on every node that runs Longhorn), or clear storage-network",
         )]
     );
+    // The same DaemonSets, and an instance manager Multus attached: Multus is installed on the
+    // nodes (as in make e2e-longhorn-multus), not absent.
+    let mut extra: Vec<Value> =
+        daemonsets().into_iter().filter(|d| d["metadata"]["name"] != "kube-multus-ds").collect();
+    extra.push(im_pod("n1", json!({NEW: good_status()})));
+    assert_eq!(
+        network(&report(quiet_items(NET, extra))),
+        vec![
+            finding(
+                Severity::Info,
+                "daemonsets",
+                &format!("none of the 2 DaemonSets runs Multus, yet 1 instance manager has an IP on {NET}: Multus runs outside a DaemonSet, so its version is not checked"),
+                "",
+            ),
+            finding(Severity::Info, "pods", &format!("1 instance manager with an IP on {NET} in {NEW}"), ""),
+        ]
+    );
 
     // A Multus image without a version; then a versioned one with no Longhorn version anywhere.
     let mut extra = daemonsets();

@@ -94,7 +94,8 @@ fn the_gate_reads_real_multus_status_as_longhorn_does() {
             for pod in instance_managers(&items) {
                 let node = pod["spec"]["nodeName"].as_str().unwrap();
                 let ann = annotations(pod);
-                let want = parse_networks(&ann["k8s.v1.cni.cncf.io/networks"], Some("longhorn-system")).unwrap();
+                let want =
+                    parse_networks(&ann["k8s.v1.cni.cncf.io/networks"], Some("longhorn-system")).unwrap();
                 let Ok(found) = check(&want, &ann, &|i| i == "lhnet1") else {
                     assert_eq!((when, pod["metadata"]["name"].as_str()), ("raced", Some(RACED)), "{v}");
                     continue;
@@ -113,9 +114,13 @@ fn the_gate_reads_real_multus_status_as_longhorn_does() {
                 let legacy = ann.get(LEGACY_NETWORK_STATUS_ANNOTATION);
                 assert_eq!(legacy.is_some(), v == "v3.9.3", "{v}: networks-status is written by v3 only");
                 if let Some(legacy) = legacy {
-                    let old = BTreeMap::from([(LEGACY_NETWORK_STATUS_ANNOTATION.to_string(), legacy.clone())]);
+                    let old =
+                        BTreeMap::from([(LEGACY_NETWORK_STATUS_ANNOTATION.to_string(), legacy.clone())]);
                     let found_old = check(&want, &old, &|i| i == "lhnet1").unwrap();
-                    assert_eq!((found_old[0].key, &found_old[0].ip), (LEGACY_NETWORK_STATUS_ANNOTATION, &found[0].ip));
+                    assert_eq!(
+                        (found_old[0].key, &found_old[0].ip),
+                        (LEGACY_NETWORK_STATUS_ANNOTATION, &found[0].ip)
+                    );
                 }
             }
             assert!(checked >= 2, "{v} {when}: replicas with a storage IP compared: {checked}");

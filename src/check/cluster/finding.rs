@@ -24,26 +24,17 @@ impl Severity {
 
 /// The stable identifiers of the checks, in report order (docs/check-cluster.md).
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "kebab-case")]
 pub enum Check {
-    #[serde(rename = "node-conditions")]
     NodeConditions,
-    #[serde(rename = "disk-space")]
     DiskSpace,
-    #[serde(rename = "backup-target")]
     BackupTarget,
-    #[serde(rename = "recurring-jobs")]
     RecurringJobs,
-    #[serde(rename = "snapshot-retention")]
     SnapshotRetention,
-    #[serde(rename = "replica-count")]
     ReplicaCount,
-    #[serde(rename = "volume-health")]
     VolumeHealth,
-    #[serde(rename = "settings")]
     Settings,
-    #[serde(rename = "storage-network")]
     StorageNetwork,
-    #[serde(rename = "drain-readiness")]
     DrainReadiness,
 }
 

@@ -1,9 +1,6 @@
-//! What `check cluster` reads besides the drain view: Longhorn node and disk status, all
-//! settings, volume health, backup targets, recurring jobs and per-volume snapshot totals.
-//!
-//! Filled item by item from a snapshot file or from paginated live LISTs (see [`super::live`]);
-//! every item of a kind the drain view uses also goes to the view, so one pass serves both.
-//! Snapshots are folded into per-volume totals as they arrive, never kept one by one.
+//! What `check cluster` reads besides the drain view, filled item by item from a snapshot or
+//! paged live LISTs; drain-view kinds also go to the view, and snapshots are folded into
+//! per-volume totals as they arrive.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,5 @@
-//! Reading the live cluster for `check cluster`: read-only, paginated LISTs (500 items a
-//! page, at most 4 kinds at a time), each page folded into the inventory as it arrives so
-//! 100,000 snapshots never sit in memory at once. No watches.
+//! Reading the live cluster for `check cluster`: read-only, paginated LISTs, each page folded
+//! into the inventory as it arrives. No watches.
 
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -108,13 +107,7 @@ struct Page {
     #[serde(default)]
     items: Vec<Value>,
     #[serde(default)]
-    metadata: PageMeta,
-}
-
-#[derive(Default, Deserialize)]
-struct PageMeta {
-    #[serde(default, rename = "continue")]
-    continue_: Option<String>,
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
 }
 
 /// Reads everything `check cluster` needs from the cluster KUBECONFIG (or the pod) names.
@@ -222,12 +215,6 @@ impl From<Refused> for String {
     }
 }
 
-impl From<String> for Refused {
-    fn from(s: String) -> Self {
-        Refused::Other(s)
-    }
-}
-
 /// Lists one collection of `r`'s kind, page by page, into the inventory (and `objects`).
 async fn list_path(
     client: &kube::Client,
@@ -248,10 +235,11 @@ async fn list_path(
         if let Some(t) = &token {
             lp = lp.continue_token(t);
         }
-        let req = kube::core::Request::new(path).list(&lp).map_err(|e| format!("{path}: {e}"))?;
+        let req =
+            kube::core::Request::new(path).list(&lp).map_err(|e| Refused::Other(format!("{path}: {e}")))?;
         let answer = tokio::time::timeout(page_timeout, client.request(req)).await.map_err(|_| {
             let within = humantime::format_duration(page_timeout);
-            format!("cannot list {path}: the API server did not answer within {within}")
+            Refused::Other(format!("cannot list {path}: the API server did not answer within {within}"))
         })?;
         let page: Page = match answer {
             Ok(p) => p,
@@ -267,7 +255,7 @@ async fn list_path(
         let mut got = Vec::new();
         {
             let mut inv = inv.lock().unwrap_or_else(|p| p.into_inner());
-            inv.read.insert(r.kind_key());
+            inv.read.insert(r.kind);
             if r.kind == "DaemonSet" {
                 inv.network.daemonsets_read = true;
             }
@@ -290,12 +278,5 @@ async fn list_path(
         if token.is_none() {
             return Ok(());
         }
-    }
-}
-
-impl Read {
-    /// The key recorded in [`Inventory::read`]: the kind (Longhorn kinds only matter there).
-    fn kind_key(&self) -> &'static str {
-        self.kind
     }
 }

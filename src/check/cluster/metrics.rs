@@ -71,13 +71,9 @@ pub fn run_once(status: &SharedChecks, inv: &Inventory, view: &ClusterView, poli
     report
 }
 
-/// Refreshes from the live cluster every `every` until the task is dropped. A failed read (or
-/// a panic in the checks) is logged, counted, and leaves the last findings in place (the staleness alert fires on
-/// `longhorn_guard_checks_last_run_timestamp_seconds`).
-///
-/// The drain kinds come from `view`, the view the watches keep (its read lock is held while the
-/// checks run; drain readiness reads its drain index); only what the view lacks is listed. Runs
-/// start once the view has synced.
+/// Refreshes from the live cluster every `every` until the task is dropped, once the view has
+/// synced: the drain kinds come from `view`, only what it lacks is listed. A failed run is
+/// logged, counted, and leaves the last findings in place.
 pub async fn refresh_loop(
     client: kube::Client,
     view: SharedView,

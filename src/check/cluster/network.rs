@@ -59,16 +59,12 @@ pub struct NetworkInventory {
 struct Meta {
     name: String,
     namespace: String,
-    #[serde(deserialize_with = "null_as_empty")]
+    #[serde(deserialize_with = "crate::cluster::meta::null_as_empty")]
     labels: BTreeMap<String, String>,
-    #[serde(deserialize_with = "null_as_empty")]
+    #[serde(deserialize_with = "crate::cluster::meta::null_as_empty")]
     annotations: BTreeMap<String, String>,
     #[serde(rename = "deletionTimestamp")]
     deletion_timestamp: Option<Value>,
-}
-
-fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
-    Option::<BTreeMap<String, String>>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 #[derive(Deserialize, Default)]

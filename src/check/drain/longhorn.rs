@@ -1,17 +1,10 @@
 //! Longhorn's instance-manager PodDisruptionBudgets: which the guard's analysis needs and which
 //! are stale, with what Longhorn itself does about them.
 //!
-//! Longhorn (longhorn-manager `controller/instance_manager_controller.go`,
-//! `syncInstanceManagerPDB`) names the budget after its instance manager, selects the
-//! instance-manager pod by its labels (`longhorn.io/component=instance-manager`,
-//! `longhorn.io/node`, ...) with `minAvailable: 1`, so it refuses every eviction of that pod.
-//! On each reconcile of an instance manager it first deletes every such budget whose instance
-//! manager no longer exists (`cleanUpPDBForNonExistingIM`); then, only while the instance
-//! manager is `running`: on a cordoned node it deletes the budget once
-//! `canDeleteInstanceManagerPDB` passes (no engine left on the node's instance managers, and,
-//! under `node-drain-policy`, each replica on the node has a healthy replica under a budget on
-//! another node or never started), on a schedulable node it creates the budget if missing.
-//! An instance manager that is not running leaves its budget as it is.
+//! Longhorn (`syncInstanceManagerPDB`) keeps one budget per instance manager, `minAvailable: 1`
+//! on its pod. It deletes budgets of instance managers that are gone; for a `running` one it
+//! deletes the budget on a cordoned node once `canDeleteInstanceManagerPDB` passes, and creates
+//! it on a schedulable node; one not running keeps its budget as it is.
 
 use std::collections::BTreeSet;
 

@@ -138,20 +138,7 @@ pub fn table(p: &Plan) -> String {
             waits,
         ]);
     }
-    let mut widths = [0usize; 3];
-    for r in &rows {
-        for (i, w) in widths.iter_mut().enumerate() {
-            *w = (*w).max(r[i].chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in &rows {
-        for (i, w) in widths.iter().enumerate() {
-            out.push_str(&format!("{:<w$}  ", r[i], w = *w));
-        }
-        out.push_str(&r[3]);
-        out.push('\n');
-    }
+    let mut out = crate::output::table(&rows);
     let now = p.nodes.iter().filter(|n| n.drainable_now).count();
     out.push_str(&format!(
         "{now} of {} nodes can be drained now, one at a time; together (greedy batch, in name order): {}\n",

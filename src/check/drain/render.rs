@@ -2,13 +2,14 @@
 //! `kubectl drain` command line, and a summary line.
 
 use super::Diagnosis;
+use crate::decision::count;
 
 /// The lines after the guard's own table and summary.
 pub fn table(node: &str, d: &Diagnosis) -> String {
     let mut out = format!(
         "{node}: beyond longhorn-guard's verdicts ({} on {node}, {} read):\n",
-        count(d.pods_read, "pod", "pods"),
-        count(d.budgets_read, "PodDisruptionBudget", "PodDisruptionBudgets")
+        count(d.pods_read, "pod"),
+        count(d.budgets_read, "PodDisruptionBudget")
     );
     let width = d.findings.iter().map(|f| f.id.len()).max().unwrap_or(0);
     for f in &d.findings {
@@ -36,20 +37,12 @@ pub fn table(node: &str, d: &Diagnosis) -> String {
         let pods = blocking.len() - budgets;
         let mut parts = Vec::new();
         if budgets > 0 {
-            parts.push(count(budgets, "PodDisruptionBudget", "PodDisruptionBudgets"));
+            parts.push(count(budgets, "PodDisruptionBudget"));
         }
         if pods > 0 {
-            parts.push(count(pods, "pod", "pods"));
+            parts.push(count(pods, "pod"));
         }
         out.push_str(&format!("{node}: a drain would also BLOCK on {}\n", parts.join(" and ")));
     }
     out
-}
-
-fn count(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
 }

@@ -5,24 +5,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::{Selector, SelectorExt as _};
 
-/// True when `selector` selects a pod with `labels`. An operator the API server would refuse
-/// selects nothing.
+/// True when `selector` selects a pod with `labels` (kube's [`Selector`] evaluation). A
+/// selector the API server would refuse (an unknown operator) selects nothing.
 pub fn matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
-    let Some(s) = selector else { return false };
-    let by_labels = s.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
-    by_labels
-        && s.match_expressions.iter().flatten().all(|e| {
-            let value = labels.get(&e.key);
-            let values = e.values.as_deref().unwrap_or_default();
-            match e.operator.as_str() {
-                "In" => value.is_some_and(|v| values.contains(v)),
-                "NotIn" => value.is_none_or(|v| !values.contains(v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                _ => false,
-            }
-        })
+    selector.and_then(|s| Selector::try_from(s.clone()).ok()).is_some_and(|s| s.matches(labels))
 }
 
 /// The selector as `kubectl get -l` would take it: `a=b,c in (x,y),!d`; `<none>` for a

@@ -1,11 +1,7 @@
-//! `check drain NODE --wait [--timeout D]`: waits until nothing of longhorn-guard's blocks a
-//! drain of the node. The view comes from the same watches `serve` runs (LIST then WATCH, no
-//! writes, no polling of the API server); each tick re-reads that local view. On a terminal
-//! each blocking volume is a line with its rebuild progress as a bar, redrawn in place;
-//! elsewhere one line per change. Exit 0 once nothing blocks, 1 at the timeout (what still
-//! blocks is printed), 2 when the node is unknown or the cluster cannot be read.
+//! `check drain NODE --wait [--timeout D]`: waits, on the same watches `serve` runs (no writes),
+//! until nothing of longhorn-guard's blocks a drain of the node. Exit 0 once nothing blocks, 1
+//! at the timeout, 2 when the node is unknown or the cluster cannot be read.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -74,7 +70,12 @@ pub fn waiting(analysis: &NodeAnalysis) -> Vec<Waiting> {
 pub async fn run(node: &str, policy: &Policy, timeout: Option<Duration>) -> ExitCode {
     let client = match crate::cluster::client::try_default().await {
         Ok(c) => c,
-        Err(e) => return bad(&format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}")),
+        Err(e) => {
+            return crate::output::bad_input(
+                "check drain",
+                &format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"),
+            )
+        }
     };
     let fresh = ClusterView::new(Source::Watch);
     let view = SharedView::new(fresh.derive(crate::policy::drain::derivations(), SystemTime::now()));
@@ -107,7 +108,10 @@ async fn wait_on(
             if !v.freshness().synced {
                 None
             } else if v.node(node).is_none() && v.longhorn_node(node).is_none() {
-                return bad(&format!("node {node} is not in the cluster"));
+                return crate::output::bad_input(
+                    "check drain",
+                    &format!("node {node} is not in the cluster"),
+                );
             } else {
                 Some(waiting(&analyze_node(&v, node, policy, now)))
             }
@@ -115,9 +119,12 @@ async fn wait_on(
         let Some(state) = state else {
             if timed_out {
                 let t = humantime::format_duration(timeout.unwrap_or_default());
-                return bad(&format!(
-                    "cannot read the cluster: the watches did not finish their first lists within {t}"
-                ));
+                return crate::output::bad_input(
+                    "check drain",
+                    &format!(
+                        "cannot read the cluster: the watches did not finish their first lists within {t}"
+                    ),
+                );
             }
             continue;
         };
@@ -200,19 +207,14 @@ impl Display {
     }
 }
 
+/// The live display is best effort: a write that fails is not an error.
 fn write(s: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(s.as_bytes()).and_then(|()| out.flush());
+    let _ = crate::output::stdout(s);
 }
 
 fn print_and(code: u8, text: &str) -> ExitCode {
     if let Err(e) = crate::output::stdout(text) {
-        return bad(&e);
+        return crate::output::bad_input("check drain", &e);
     }
     ExitCode::from(code)
-}
-
-fn bad(msg: &str) -> ExitCode {
-    crate::stderr_line!("longhorn-guard check drain: {msg}");
-    ExitCode::from(2)
 }

@@ -1,12 +1,6 @@
 //! The one list of the kinds the view holds, and everything generated from it: [`Object`],
-//! [`ObjectKind`], the typed [`Change`], the view's stores ([`Stores`]), the read-set's
-//! [`RESOURCES`](super::readset::RESOURCES) and [`on_kind!`], which runs one generic body for
-//! a kind chosen at run time (what every per-kind `match` used to spell out).
-//!
-//! A kind is a model type implementing [`Kind`] in a file of its own under `kinds/`: its API
-//! resource, its page size, whether it is keyed by namespace, and the keys it adds to the
-//! view's built-in indexes. Adding one costs that file, one line in the list at the end of
-//! this file, and the arms of the derived states ([`crate::cluster::Derived`]) that care about it.
+//! [`ObjectKind`], [`Change`], [`Stores`], the read-set's [`RESOURCES`](super::readset::RESOURCES)
+//! and [`on_kind!`]. A kind is a model type implementing [`Kind`] in its own file under `kinds/`.
 
 use std::fmt::Debug;
 

@@ -1,9 +1,5 @@
-//! The lean object metadata the cluster view keeps: what decisions read, nothing else.
-//!
-//! A full `ObjectMeta` (managedFields, every annotation, owner references...) is most of an
-//! object's size; [`Meta`] keeps the name, the namespace, the resourceVersion (for the watch,
-//! which takes it out), the deletion mark, and only the labels and annotations longhorn-guard reads ([`KEPT_LABELS`],
-//! [`KEPT_ANNOTATIONS`]). It deserializes straight from the API's JSON.
+//! The lean object metadata the cluster view keeps ([`Meta`]): name, namespace,
+//! resourceVersion, the deletion mark, and only the labels and annotations decisions read.
 
 use std::collections::BTreeMap;
 

@@ -1,16 +1,6 @@
-//! Interned strings for the names and values the cluster view repeats: node, volume, engine,
-//! replica and instance-manager names, states, images, addresses, timestamps.
-//!
-//! A [`Name`] is a shared string taken from one process-wide interner, so a volume name that
-//! a Volume, its replicas, its engine, their labels and every index name is stored once: 8
-//! bytes per use (an `Arc<Box<str>>`, one thin pointer; an `Arc<str>` would take 16) instead
-//! of a 24-byte `String` and its own heap copy. It reads as a
-//! `str` (`Deref`, `Borrow<str>`, comparisons with `str` and `String`), hashes and orders
-//! like one, and parses from / prints as a plain JSON string.
-//!
-//! The interner frees what no object uses any more: whenever it has doubled in size since it
-//! last looked, it drops the entries it is the only owner of, so a long-running watch with
-//! volume churn keeps it within about twice the strings in use.
+//! Interned strings for the names and values the cluster view repeats ([`Name`]): one shared
+//! copy per distinct string, read as a `str`, parsed from and printed as a JSON string. The
+//! interner drops the strings nothing else holds whenever it has doubled in size.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;

@@ -1,9 +1,6 @@
-//! Ordered sets of interned names, and the view's secondary indexes built from them.
-//!
-//! Most index sets are tiny (the three replicas of a volume, its one engine), where a B-tree
-//! would spend a whole node (hundreds of bytes) on a few entries; a [`NameSet`] keeps up to
-//! [`SMALL`] names in one sorted vector and switches to a B-tree only past that, so the large
-//! sets (the replicas on a node) still insert and remove in logarithmic time.
+//! Ordered sets of interned names, and the view's secondary indexes built from them. A
+//! [`NameSet`] keeps up to [`SMALL`] names in one sorted vector (most index sets are tiny) and
+//! a B-tree past that.
 
 use std::collections::{btree_set, BTreeSet};
 

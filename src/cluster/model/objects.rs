@@ -1,10 +1,5 @@
-//! Lean, lenient models of the Kubernetes and Longhorn objects the policy reads.
-//!
-//! Only the fields longhorn-guard uses are modelled; every other field is ignored, and every
-//! modelled field has a default, so objects from any Longhorn release since 1.5 parse.
-//!
-//! This file holds the core Kubernetes kinds, the Longhorn labels and the readers of labels;
-//! the Longhorn custom resources are in `longhorn`.
+//! Lean, lenient models of the Kubernetes kinds the policy reads (the Longhorn ones are in
+//! `longhorn`): only the fields used, each with a default, so any Longhorn since 1.5 parses.
 
 mod longhorn;
 

@@ -1,11 +1,6 @@
-//! The read-set: the one declaration of what the cluster view holds and what a drain decision
-//! reads (kinds, their API resources, how a confirmation reads each, and Settings by name).
-//!
-//! The watches ([`crate::cluster::watch::targets`]), the confirmation reads
-//! ([`crate::policy::drain::confirm`]) and the snapshot loader ([`crate::cluster::snapshot`])
-//! all take their kinds from [`RESOURCES`]; the drain analysis reads only the Settings in
-//! [`DRAIN_SETTINGS`], which is exactly what a confirmation reads, so a confirmed decision and a
-//! cached one see the same state.
+//! The read-set: the one declaration of the kinds the view holds ([`RESOURCES`]), which the
+//! watches, the confirmation reads and the snapshot loader all take, and of the Settings a drain
+//! decision reads ([`DRAIN_SETTINGS`]), exactly what a confirmation reads.
 
 use super::ObjectKind;
 

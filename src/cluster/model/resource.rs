@@ -4,11 +4,8 @@
 
 use super::{ObjectKind, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 
-/// Instance managers per page whenever the whole kind is listed (the watch's lists, `check
-/// cluster`'s reads). An instance manager's status names every engine and replica it runs,
-/// about 1.5 MB of JSON each at 10,000 volumes on 30 nodes: at kube's default of 500 per page
-/// one 45 MB body held them all, which set the peak memory of a sync or relist (75-89 MiB at
-/// 10,000 volumes; 50-56 MiB at four per page). The other kinds keep 500 per page.
+/// Instance managers per page whenever the whole kind is listed: each names every engine and
+/// replica it runs, so large pages set the peak memory of a sync (docs/scale.md).
 pub const INSTANCE_MANAGER_LIST_PAGE: u32 = 4;
 
 /// The label of instance-manager pods (`longhorn.io/component=instance-manager`).

@@ -1,10 +1,5 @@
-//! A time Longhorn writes as RFC 3339 text (`healthyAt`, `lastHealthyAt`, `lastFailedAt`, an
-//! engine's `replicaTransitionTimeMap`), kept as whole seconds in 8 bytes.
-//!
-//! Each replica of a real cluster has its own times, so interning them ([`super::Name`]) saves
-//! nothing and costs a shared string each (about 3.4 MiB at 10,000 volumes). Decisions only ask
-//! whether a time is set and how long ago it was, to the second. `failedAt` stays text: it is
-//! printed as written when it does not parse.
+//! A time Longhorn writes as RFC 3339 text, kept as whole seconds in 8 bytes (not interned:
+//! each replica has its own times). `failedAt` stays text: it is printed as written.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

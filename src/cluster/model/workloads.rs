@@ -1,14 +1,11 @@
 //! What Longhorn says about the pods that use a volume: `status.kubernetesStatus.workloadsStatus`
-//! and `lastPodRefAt`.
+//! and `lastPodRefAt` (set once no pod is left; `null`: none listed since the PV was bound).
 //!
-//! Longhorn's PV controller lists the pods that mount the volume's PVC (only while the PV is
-//! Bound). When none is left it keeps the last list as history and sets `lastPodRefAt`; `null`
-//! means no pod has been listed since the PV was bound. A volume attached with no pod listed
-//! now was attached by Longhorn itself (a backup, a snapshot, a clone, a restore, a replica
-//! eviction, a disaster-recovery volume) or from its UI; a drain denial then cannot just say
-//! "move its workload". Only that much is kept: two bytes per volume, no pod names.
+//! A volume attached with no pod listed now was attached by Longhorn itself (a backup, a clone,
+//! a replica eviction...) or from its UI: a drain denial then cannot just say "move its
+//! workload". Only that much is kept, no pod names.
 
-use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::de::Deserializer;
 use serde::Deserialize;
 
 /// Whether Longhorn lists a workload for a volume.
@@ -25,47 +22,13 @@ pub enum Workloads {
 
 impl<'de> Deserialize<'de> for Workloads {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Workloads;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of workloads or null")
-            }
-            fn visit_unit<E>(self) -> Result<Workloads, E> {
-                Ok(Workloads::None)
-            }
-            fn visit_none<E>(self) -> Result<Workloads, E> {
-                Ok(Workloads::None)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Workloads, A::Error> {
-                let mut any = false;
-                while seq.next_element::<IgnoredAny>()?.is_some() {
-                    any = true;
-                }
-                Ok(if any { Workloads::Some } else { Workloads::None })
-            }
-            // Anything else only loses a hint in a message: it reads as unknown, not as an error.
-            fn visit_bool<E>(self, _: bool) -> Result<Workloads, E> {
-                Ok(Workloads::Unknown)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Workloads, E> {
-                Ok(Workloads::Unknown)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Workloads, E> {
-                Ok(Workloads::Unknown)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Workloads, E> {
-                Ok(Workloads::Unknown)
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Workloads, E> {
-                Ok(Workloads::Unknown)
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Workloads, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Workloads::Unknown)
-            }
-        }
-        d.deserialize_any(V)
+        // Anything but a list or null only loses a hint in a message: unknown, not an error.
+        Ok(match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Null => Workloads::None,
+            serde_json::Value::Array(a) if a.is_empty() => Workloads::None,
+            serde_json::Value::Array(_) => Workloads::Some,
+            _ => Workloads::Unknown,
+        })
     }
 }
 

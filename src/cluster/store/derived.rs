@@ -1,11 +1,6 @@
-//! Derived state that the view keeps current as objects arrive and leave.
-//!
-//! A [`Derived`] sees every change as it is applied, typed by kind ([`Change`]: the old and the
-//! new version of one object), like kubert's `IndexNamespacedResource`; it notes what it must
-//! recompute and recomputes it in [`Derived::flush`] once per batch (one event, or one whole
-//! relist). The rules that need derived state hand it to the view when the view is made
-//! ([`ClusterView::derive`]); the view knows none of them, and they find their state again
-//! with [`ClusterView::derived`].
+//! Derived state the view keeps current: a [`Derived`] sees every typed [`Change`] as it is
+//! applied and recomputes what it marked in [`Derived::flush`], once per batch. The rules hand
+//! theirs to the view ([`ClusterView::derive`]) and find it again with [`ClusterView::derived`].
 
 use std::any::Any;
 use std::fmt;

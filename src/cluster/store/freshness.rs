@@ -6,13 +6,14 @@ use std::time::{Duration, Instant, SystemTime};
 use super::{ClusterView, ObjectKind};
 
 /// Where the view's data came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Source {
     /// A snapshot file: the snapshot is the truth, it never goes stale.
     Snapshot(String),
     /// Live watches against the API server.
     Watch,
     /// Built in code (tests, confirmation reads).
+    #[default]
     Direct,
 }
 
@@ -93,24 +94,9 @@ impl ClusterView {
         }
     }
 
-    /// [`Freshness::is_fresh`] of [`Self::freshness`], read in place (a decision asks it on
-    /// every allow).
+    /// [`Freshness::is_fresh`] of [`Self::freshness`].
     pub fn is_fresh(&self, now: SystemTime, max_age: Duration) -> bool {
-        if !self.synced || !self.failing.is_empty() || self.unreadable.values().any(|n| !n.is_empty()) {
-            return false;
-        }
-        if let Source::Snapshot(_) = self.source {
-            return true;
-        }
-        // The oldest kind on each clock; `None` while some kind has no data.
-        let wall = ObjectKind::ALL.iter().try_fold(None, |min: Option<SystemTime>, k| {
-            self.kind_updated.get(k).map(|t| Some(min.map_or(*t, |m| m.min(*t))))
-        });
-        let mono = ObjectKind::ALL.iter().try_fold(None, |min: Option<Instant>, k| {
-            self.kind_seen.get(k).map(|t| Some(min.map_or(*t, |m| m.min(*t))))
-        });
-        wall.flatten().is_some_and(|t| now.duration_since(t).unwrap_or(Duration::ZERO) <= max_age)
-            && mono.flatten().is_none_or(|t| t.elapsed() <= max_age)
+        self.freshness().is_fresh(now, max_age)
     }
 
     /// Where the view's data came from ([`Freshness::source`]).
@@ -220,13 +206,9 @@ impl ClusterView {
     /// Records that `kind` holds data as new as `wall` and `mono` (each clock keeps the newest).
     pub fn touch_kind_at(&mut self, kind: ObjectKind, wall: SystemTime, mono: Instant) {
         let seen = self.kind_seen.entry(kind).or_insert(mono);
-        if *seen < mono {
-            *seen = mono;
-        }
+        *seen = (*seen).max(mono);
         let t = self.kind_updated.entry(kind).or_insert(wall);
-        if *t < wall {
-            *t = wall;
-        }
+        *t = (*t).max(wall);
     }
 
     /// Records that a watched object could not be read. The previous version (if any) stays

@@ -1,14 +1,10 @@
 //! Proving a quiet kind current without reading it again.
 //!
-//! A *probe* is a consistent read of a kind (no `resourceVersion`; it selects no object),
-//! sent at a known time: the API server answers it only once it has caught up with etcd as of
-//! that moment, and its list `resourceVersion` is at least etcd's revision then. The view's own
-//! watch of the kind reports how far it has delivered: its list's resource version, then each
-//! event's and each BOOKMARK's. Once the watch has delivered a version at least the probe's,
-//! the view holds every change of the kind made before the probe was sent, so the kind is as
-//! new as that moment. Resource versions are compared as Kubernetes defines them (decimal
-//! integers without leading zeros, `resourceversion.CompareResourceVersion`); anything else
-//! proves nothing. docs/drain.md has the argument and its limits.
+//! A *probe* is a consistent read of a kind sent at a known time: its list `resourceVersion` is
+//! at least etcd's revision then. Once the view's own watch of the kind has delivered a version
+//! at least the probe's (its list, events and BOOKMARKs), the view holds every change made before
+//! the probe was sent. Versions compare as Kubernetes defines them (decimal integers without
+//! leading zeros); anything else proves nothing. docs/drain.md has the argument and its limits.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Instant, SystemTime};

@@ -7,19 +7,24 @@ use std::time::{Duration, Instant, SystemTime};
 use super::{ClusterView, ObjectKind, Source};
 
 /// Why the view is not proven current.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unproven {
     /// Some kind has not finished its initial list.
+    #[error("not every watched kind has finished its initial list")]
     NotSynced,
     /// These kinds' watches failed (or were interrupted) and are not current again.
+    #[error("watches failing: {}", .0.join(", "))]
     WatchesFailing(Vec<&'static str>),
     /// This many watched objects could not be read.
+    #[error("{0} watched object(s) could not be read")]
     Unreadable(usize),
-    /// Some kind's data is older than the bound, and no probe proved it current since.
-    Stale {
-        /// The age of the oldest kind (monotonic clock), when every kind has data.
-        age: Option<Duration>,
-    },
+    /// Some kind's data is older than the bound, and no probe proved it current since; `age`
+    /// is the age of the oldest kind (monotonic clock), when every kind has data.
+    #[error("{}", match age {
+        Some(age) => format!("its oldest kind's data is {:.1}s old and no probe proved it current since", age.as_secs_f64()),
+        None => "some kind has no data".to_string(),
+    })]
+    Stale { age: Option<Duration> },
 }
 
 impl Unproven {
@@ -30,22 +35,6 @@ impl Unproven {
             Self::WatchesFailing(_) => "watches_failing",
             Self::Unreadable(_) => "objects_unreadable",
             Self::Stale { .. } => "view_stale",
-        }
-    }
-}
-
-impl std::fmt::Display for Unproven {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NotSynced => write!(f, "not every watched kind has finished its initial list"),
-            Self::WatchesFailing(kinds) => write!(f, "watches failing: {}", kinds.join(", ")),
-            Self::Unreadable(n) => write!(f, "{n} watched object(s) could not be read"),
-            Self::Stale { age: Some(age) } => write!(
-                f,
-                "its oldest kind's data is {:.1}s old and no probe proved it current since",
-                age.as_secs_f64()
-            ),
-            Self::Stale { age: None } => write!(f, "some kind has no data"),
         }
     }
 }
@@ -78,9 +67,7 @@ impl ClusterView {
     /// Records that the API server answered a consistent read (a probe, a confirmation's reads)
     /// at `at`: it can serve the reads a confirmation needs.
     pub fn note_read_answered(&mut self, at: Instant) {
-        if self.read_answered.is_none_or(|t| t < at) {
-            self.read_answered = Some(at);
-        }
+        self.read_answered = self.read_answered.max(Some(at));
     }
 
     /// When the API server last answered a consistent read ([`ClusterView::note_read_answered`]).

@@ -1,11 +1,6 @@
-//! Applying a watch's completed (re)list to the view without holding two copies of a kind.
-//!
-//! A relist mostly repeats what the view already holds. The watcher asks [`ClusterView::holds`]
-//! for each listed object and buffers only the key ([`Relist::keep`]) of those the view holds
-//! unchanged, and the object itself only when it is new or changed ([`Relist::changed`]), so
-//! the peak during a relist is the view plus one key per listed object plus the changed objects
-//! (and one page of the API server's answer). [`ClusterView::apply_relist`] then removes what the
-//! list no longer names and upserts the changed objects, updating derived indexes once.
+//! Applying a watch's completed (re)list without holding two copies of a kind: the watcher
+//! buffers only the keys of objects the view holds unchanged ([`Relist::keep`]) and the new or
+//! changed objects ([`Relist::changed`]); [`ClusterView::apply_relist`] applies them at once.
 
 use std::collections::HashSet;
 use std::time::{Instant, SystemTime};

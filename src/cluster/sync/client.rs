@@ -13,8 +13,7 @@ pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60)
 
 /// A client for `config` whose requests (watches, lists, gets, ...) are counted by kind and verb.
 pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
-    let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(builder.with_layer(&tower::util::MapRequestLayer::new(count)).build())
+    build_renewing(config, Arc::new(|| false))
 }
 
 /// Says whether the client should renew its connections now (the view is unproven).
@@ -46,7 +45,8 @@ pub fn build_renewing(config: kube::Config, renew: Renew) -> Result<kube::Client
         if now {
             req.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
         }
-        count(req)
+        stats::global().api_request(req.method().as_str(), req.uri().path(), req.uri().query().unwrap_or(""));
+        req
     };
     Ok(builder.with_layer(&tower::util::MapRequestLayer::new(mark)).build())
 }
@@ -60,9 +60,4 @@ pub async fn try_default() -> Result<kube::Client, kube::Error> {
 /// The configuration `kube::Client::try_default` would use (KUBECONFIG, else in-cluster).
 pub async fn infer() -> Result<kube::Config, kube::Error> {
     kube::Config::infer().await.map_err(kube::Error::InferConfig)
-}
-
-fn count(req: http::Request<kube::client::Body>) -> http::Request<kube::client::Body> {
-    stats::global().api_request(req.method().as_str(), req.uri().path(), req.uri().query().unwrap_or(""));
-    req
 }

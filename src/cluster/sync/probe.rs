@@ -1,16 +1,11 @@
-//! Probes: a consistent read of each watched kind, every `--freshness-probe-interval`, that
-//! selects one name no object carries ([`PROBE_NAME`]), so it returns no object. Each
-//! answer's list resource version, with the time the read was sent, goes to the view, which
-//! counts the kind as new as that time once its own watch has delivered that version
-//! ([`super::proof`]). A quiet cluster then keeps the view fresh without re-reading what a
-//! drain decision rests on.
+//! Probes: every `--freshness-probe-interval`, a consistent read of each watched kind that
+//! selects one name no object carries ([`PROBE_NAME`]). The answer's list resource version and
+//! the time the read was sent go to the view, which counts the kind as new as that time once its
+//! own watch has delivered that version ([`super::proof`]).
 //!
-//! Why a name selector and not `limit=1`: kube-apiserver 1.31-1.33 sends a consistent LIST
-//! with a `limit` to etcd, past its watch cache, and only a read the cache serves makes the
-//! cache ask etcd for its progress, which is what brings a quiet kind's BOOKMARKs up to the
-//! probe's version. A selector is served from the cache on every version that serves
-//! consistent reads from it. Metadata only (`PartialObjectMetadataList`), should an object by
-//! that name exist.
+//! A name selector, not `limit=1`: kube-apiserver 1.31-1.33 sends a consistent LIST with a
+//! `limit` past its watch cache, and only a read the cache serves brings a quiet kind's
+//! BOOKMARKs up to the probe's version. Metadata only, should an object by that name exist.
 
 use std::time::{Duration, Instant, SystemTime};
 

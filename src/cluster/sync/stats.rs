@@ -188,11 +188,6 @@ impl ApiStats {
         self.requests.get_or_create(&request_labels(kind, verb)).inc();
     }
 
-    /// Requests counted so far for `kind` (`None`: outside the read-set) and `verb`.
-    pub fn requests(&self, kind: Option<ObjectKind>, verb: Verb) -> u64 {
-        self.requests.get(&request_labels(kind, verb)).map_or(0, |c| c.get())
-    }
-
     /// Counts one failed watch of `kind`.
     pub fn watch_error(&self, kind: ObjectKind, fault: WatchFault) {
         self.watch_errors.get_or_create(&[("kind", kind.display()), ("reason", fault.as_str())]).inc();
@@ -217,11 +212,6 @@ impl ApiStats {
     pub fn confirmation(&self, result: ConfirmResult, took: Duration) {
         self.confirmations.get_or_create(&[("result", result.as_str())]).inc();
         self.durations.observe(took.as_secs_f64());
-    }
-
-    /// Confirmations counted so far with `result`.
-    pub fn confirmations(&self, result: ConfirmResult) -> u64 {
-        self.confirmations.get(&[("result", result.as_str())]).map_or(0, |c| c.get())
     }
 }
 

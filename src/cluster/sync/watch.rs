@@ -1,24 +1,12 @@
-//! Filling the cluster view from live watches (kube reflectors).
+//! Filling the cluster view from live watches, one per kind, each object parsed once into its
+//! lean type ([`Watched`]). A (re)list is applied in one step when it completes, buffering only
+//! the keys of objects the view holds unchanged ([`Relist`]); the view is synced once every
+//! kind finished its first list.
 //!
-//! One `kube::runtime::watcher` per kind (core Nodes, Pods in `longhorn-system`,
-//! StorageClasses, and the Longhorn kinds in `longhorn-system`), each object parsed once from
-//! the API's JSON straight into its lean type ([`Watched`]). A (re)list is buffered and
-//! applied in one step when it completes, so the view never shows half a list; the buffer
-//! keeps only the keys of objects the view already holds unchanged ([`Relist`]), so a relist
-//! never holds a second full copy of a kind. The view is marked synced once every kind
-//! finished its first list.
-//!
-//! Watch faults. Any watch error (the API server unreachable, a dropped stream, `410 Gone`)
-//! marks its kind as failing, which makes the whole view stale at once: drain allows are then
-//! confirmed with consistent reads, whatever the view's age. The watcher retries after
-//! [`RETRY_MIN`], doubling up to [`RETRY_MAX`], and resumes from the resource version it had,
-//! so no event is lost: the API server replays what it missed, or answers `410 Gone` when it
-//! no longer has those events, and then the kind is listed again at once. The replay comes in
-//! a burst with no marker where it ends, so the resumed watch's first event (the API server
-//! answers again) starts a list of the kind too, and only a completed list makes a failing
-//! kind current again. A resumed watch that stays quiet for [`RECHECK_AFTER`] is listed again
-//! as well. Errors are counted in `longhorn_guard_watch_errors_total` by kind and reason
-//! (`gone` for 410, `error` otherwise).
+//! Any watch error marks its kind failing, which makes the whole view stale (drain allows are
+//! confirmed with consistent reads) until a completed list makes the kind current again: the
+//! watcher resumes from its resource version with backoff ([`RETRY_MIN`] to [`RETRY_MAX`]), and
+//! its first event after an error, a `410 Gone`, or [`RECHECK_AFTER`] of quiet starts a list.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
@@ -45,19 +33,16 @@ use super::{Object, ObjectKind, SharedView};
 
 /// First wait before a failed watch is retried.
 pub const RETRY_MIN: Duration = Duration::from_millis(500);
-/// Longest wait between attempts while the API server stays unreachable: short, because while
-/// a watch is down every drain allow costs a confirmation (several LISTs), more than a retry,
-/// and because it is how late a watch may notice that the API server is back: the view must be
-/// current again within `drain.maxViewAge` + 2 s of that (docs/drain.md, "Through etcd faults").
+/// Longest wait between attempts: while a watch is down every drain allow costs a
+/// confirmation, and the view must be current within `drain.maxViewAge` + 2 s of the API
+/// server coming back (docs/drain.md, "Through etcd faults").
 pub const RETRY_MAX: Duration = Duration::from_secs(2);
 /// How long a kind may stay failing after its last error with no event before it is listed
 /// again; longer than [`RETRY_MAX`], so that while the API server is down the watcher keeps
 /// resuming (and meets the `410 Gone` the API server may answer once it is back).
 pub const RECHECK_AFTER: Duration = Duration::from_secs(6);
-/// Each watch's `timeoutSeconds` while probes prove quiet kinds current
-/// ([`crate::cluster::probe`]): the API server sends a watch its BOOKMARK 2 s before its
-/// deadline, and none when that moment has passed as it starts (2 s or less), so 3 s is the
-/// shortest that brings one: about one BOOKMARK per kind every 3 s.
+/// Each watch's `timeoutSeconds` while probes run ([`crate::cluster::probe`]): the shortest
+/// that brings a BOOKMARK (sent 2 s before the deadline).
 pub const PROVING_WATCH_TIMEOUT_SECS: u32 = 3;
 /// Each watch's `timeoutSeconds` without probes: a BOOKMARK then serves nothing but resuming.
 pub const WATCH_TIMEOUT_SECS: u32 = 290;
@@ -128,23 +113,12 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                 let fault = fault_of(&e);
                 stats::global().watch_error(kind, fault);
                 view.update(|v| v.note_watch_failed(kind));
-                match fault {
-                    WatchFault::Gone => tracing::warn!(
-                        kind = kind.display(),
-                        error = %e,
-                        "watch expired (410 Gone): listing the kind again; the view is stale until then"
-                    ),
-                    WatchFault::Error if loses_events(&e) => tracing::warn!(
-                        kind = kind.display(),
-                        error = %e,
-                        "watch skipped an event it could not read: listing the kind again; the view is stale until then"
-                    ),
-                    WatchFault::Error => tracing::warn!(
-                        kind = kind.display(),
-                        error = %e,
-                        "watch failed; retrying, the view is stale until the kind is current again"
-                    ),
-                }
+                let what = match fault {
+                    WatchFault::Gone => "watch expired (410 Gone): listing the kind again; the view is stale until then",
+                    WatchFault::Error if loses_events(&e) => "watch skipped an event it could not read: listing the kind again; the view is stale until then",
+                    WatchFault::Error => "watch failed; retrying, the view is stale until the kind is current again",
+                };
+                tracing::warn!(kind = kind.display(), error = %e, "{what}");
                 continue;
             }
         };

@@ -2,11 +2,10 @@
 //! literals where the pod's schema has an object, plain maps where it has a map), and the
 //! reading of the networks annotation as [`crate::gate::networks::parse_networks`] reads it.
 //!
-//! The annotation is read by regular expressions (RE2, as the API server's CEL has them). They
-//! accept exactly what `parse_networks` accepts, with these exceptions, where the policy adds no
-//! gate and the webhook does: a JSON form whose entries hold an object, a nested list or a
-//! string with a `\` escape, or a key of `name`, `namespace` or `interface` twice (in any case).
-//! Longhorn writes none of these (docs/init-gate.md, "Without the webhook").
+//! The annotation is read by RE2 regular expressions that accept what `parse_networks` accepts,
+//! except a JSON form whose entries hold an object, a nested list, a string with a `\` escape or
+//! a repeated key, where the policy adds no gate and the webhook does; Longhorn writes none of
+//! these (docs/init-gate.md, "Without the webhook").
 
 use serde_json::Value;
 

@@ -93,7 +93,9 @@ pub fn analyze_volumes(
     let node_override = node_override.map(|reason| Override::Node { node: node.to_string(), reason });
     let volumes = volumes
         .into_iter()
-        .map(|(v, kinds)| analyze_volume(view, node, &v, Some(&kinds), policy, now, node_override.as_ref()))
+        .map(|(v, kinds)| {
+            Assessment::new(view, node, &v, Some(&kinds), policy, now).report(policy, node_override.as_ref())
+        })
         .collect();
     let overridden = node_override.is_some();
     let unmapped_instances = unmapped.into_iter().map(|u| UnmappedInstance { overridden, ..u }).collect();
@@ -106,21 +108,8 @@ pub fn analyze_volumes(
     }
 }
 
-/// The full report on `volume` for a drain of `node` (whose instance managers run the entries
-/// `in_ims` for it), with the volume's override, else `node_override`, applied.
-pub fn analyze_volume(
-    view: &ClusterView,
-    node: &str,
-    volume: &str,
-    in_ims: Option<&BTreeSet<InstanceKind>>,
-    policy: &Policy,
-    now: SystemTime,
-    node_override: Option<&Override>,
-) -> VolumeReport {
-    Assessment::new(view, node, volume, in_ims, policy, now).report(policy, node_override)
-}
-
-/// [`analyze_volume`]'s verdict, reason and remedy, without the per-replica detail: what an
+/// The verdict, reason and remedy of `volume` for a drain of `node` (the node's instance
+/// managers run `in_ims` for it), without the per-replica detail of its report: what an
 /// admission answer prints of a volume it lists.
 pub fn explain_volume(
     view: &ClusterView,

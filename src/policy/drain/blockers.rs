@@ -45,10 +45,7 @@ impl<'v> Blockers<'v> {
         let protect_stopped = policy.drain.protect_stopped_replicas;
         let (sites, not_safe): (Sites, Vec<Name>) = match view.derived::<DrainIndex>() {
             Some(index) => {
-                let set = index.unsafe_set(node, policy);
-                let mut names = Vec::with_capacity(set.map_or(0, |s| s.len()));
-                names.extend(set.into_iter().flatten().cloned());
-                (Sites::Index(index), names)
+                (Sites::Index(index), index.unsafe_set(node, policy).into_iter().flatten().cloned().collect())
             }
             None => {
                 let instances = node_instances(view, node);
@@ -70,18 +67,10 @@ impl<'v> Blockers<'v> {
             }
         };
         let node_override = node_override.map(|reason| Override::Node { node: node.to_string(), reason });
-        let mut overridden = Vec::new();
+        let (mut blocking, mut overridden) = (Vec::new(), Vec::new());
         let own_override = |v: &Name| match &sites {
             Sites::Index(index) => index.volume_override(v),
             Sites::Read(_) => view.volume(v).and_then(|vol| override_text(&vol.metadata)),
-        };
-        let none_overridden =
-            node_override.is_none() && matches!(&sites, Sites::Index(index) if !index.has_volume_overrides());
-        // Without any override every volume that is not safe blocks, as it is.
-        let (mut blocking, not_safe) = if none_overridden {
-            (not_safe, Vec::new())
-        } else {
-            (Vec::with_capacity(not_safe.len()), not_safe)
         };
         for v in not_safe {
             match own_override(&v) {

@@ -1,12 +1,10 @@
 //! Confirming drain-relevant state with consistent reads from the API server, for allows
 //! that would otherwise rest on watch data older than `drain.maxViewAge`.
 //!
-//! Every LIST here carries no `resourceVersion`, which makes it a consistent read: the result
-//! is at least as new as any write acknowledged before the request. What is read comes from the
-//! read-set ([`super::readset`]); the number of requests does not grow with the cluster and
-//! grows with the node only in steps of [`MAX_SELECTOR_BYTES`] of volume names (see
-//! [`request_count`]); at most [`MAX_IN_FLIGHT`] run at once. `longhorn-guard check drain`
-//! without `--state` uses the same reads.
+//! Every LIST here carries no `resourceVersion` (a consistent read) and reads what the
+//! read-set declares ([`super::readset`]); requests grow with the node only in steps of
+//! [`MAX_SELECTOR_BYTES`] of volume names ([`request_count`]), at most [`MAX_IN_FLIGHT`] at
+//! once. `check drain` without `--state` uses the same reads.
 
 pub mod cached;
 mod labels;

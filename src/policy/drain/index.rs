@@ -1,14 +1,7 @@
-//! The drain index: for every node, the volumes that would keep a drain of it from
-//! finishing, kept current as watch events arrive, so that an eviction decision costs what
-//! its answer prints rather than the node's volume count.
-//!
-//! A volume's verdict for a node is [`volume_unsafe`], the same code [`analyze_node`] runs,
-//! recomputed whenever an object it reads changes: the volume, its replicas and engines;
-//! every volume with a replica on a node whose cordon state or instance manager changes;
-//! the volumes an instance manager's engine list names; everything when a Setting changes.
-//! Time never changes a verdict (see [`super::volume_verdict`]), so nothing expires.
-//!
-//! [`analyze_node`]: super::analyze_node
+//! The drain index: for every node, the volumes that would keep a drain of it from finishing,
+//! kept current as watch events arrive, so that an eviction decision costs what its answer
+//! prints. A verdict is [`volume_unsafe`] (the code [`super::analyze_node`] runs), recomputed
+//! whenever an object it reads changes; time never changes it, so nothing expires.
 
 use std::any::Any;
 use std::collections::BTreeSet;
@@ -45,23 +38,13 @@ impl DrainIndex {
     /// The volumes (in name order) that are not safe when `node` is drained under `policy`,
     /// overrides not applied.
     pub fn unsafe_volumes<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a str> + 'a {
-        self.unsafe_names(node, policy).map(Name::as_str)
+        self.unsafe_set(node, policy).into_iter().flatten().map(Name::as_str)
     }
 
-    /// [`Self::unsafe_volumes`] as the view's shared names.
-    pub fn unsafe_names<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a Name> + 'a {
-        self.unsafe_set(node, policy).into_iter().flatten()
-    }
-
-    /// [`Self::unsafe_names`] as the set the index keeps (`None`: empty).
+    /// [`Self::unsafe_volumes`] as the set the index keeps (`None`: empty).
     pub fn unsafe_set(&self, node: &str, policy: &Policy) -> Option<&NameSet> {
         let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
         sets.get(node)
-    }
-
-    /// True when some Volume carries its own override ([`Self::volume_override`]).
-    pub fn has_volume_overrides(&self) -> bool {
-        !self.overrides.is_empty()
     }
 
     /// [`super::analyze_node_with`] reduced to the volumes that are not safe: the same

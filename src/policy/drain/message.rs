@@ -2,9 +2,7 @@
 //! per listed volume, or warnings of at most [`MAX_WARNING_LEN`] characters each. Its
 //! [`reasons`] module is the one place the typed findings become words.
 
-use std::fmt::{self, Write as _};
-
-use crate::decision::{clip, MAX_WARNINGS, MAX_WARNING_LEN};
+use crate::decision::{clip, count, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
 use super::analysis::Explained;
@@ -36,58 +34,22 @@ pub fn reason_for(code: u16) -> &'static str {
 
 /// `1 volume` / `2 volumes`.
 pub fn volumes(n: usize) -> String {
-    counted_volumes(n).to_string()
+    count(n, "volume")
 }
 
 /// `1 engine instance` / `2 engine instances` that no known volume owns.
 pub fn unmapped(n: usize) -> String {
-    counted_unmapped(n).to_string()
-}
-
-/// `1 volume` / `2 volumes` (and the other counted nouns), written where it is used.
-#[derive(Clone, Copy)]
-struct Counted {
-    n: usize,
-    one: &'static str,
-    many: &'static str,
-}
-
-impl fmt::Display for Counted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let noun = if self.n == 1 { self.one } else { self.many };
-        write!(f, "{} {noun}", self.n)
-    }
-}
-
-fn counted_volumes(n: usize) -> Counted {
-    Counted { n, one: "volume", many: "volumes" }
-}
-
-fn counted_unmapped(n: usize) -> Counted {
-    Counted { n, one: "engine instance no known volume owns", many: "engine instances no known volume owns" }
-}
-
-/// What a drain would do ([`impact`]), written where it is used.
-#[derive(Clone, Copy, Debug)]
-pub struct Impact {
-    volumes: usize,
-    unmapped: usize,
-}
-
-impl fmt::Display for Impact {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.volumes, self.unmapped) {
-            (v, 0) => write!(f, "strand {}", counted_volumes(v)),
-            (0, u) => write!(f, "stop {}", counted_unmapped(u)),
-            (v, u) => write!(f, "strand {} and stop {}", counted_volumes(v), counted_unmapped(u)),
-        }
-    }
+    format!("{} no known volume owns", count(n, "engine instance"))
 }
 
 /// What a drain would do: `strand 2 volumes`, `strand 1 volume and stop 1 engine instance no
 /// known volume owns`, or `stop 1 engine instance no known volume owns`.
-pub fn impact(volume_count: usize, unmapped_count: usize) -> Impact {
-    Impact { volumes: volume_count, unmapped: unmapped_count }
+pub fn impact(volume_count: usize, unmapped_count: usize) -> String {
+    match (volume_count, unmapped_count) {
+        (v, 0) => format!("strand {}", volumes(v)),
+        (0, u) => format!("stop {}", unmapped(u)),
+        (v, u) => format!("strand {} and stop {}", volumes(v), unmapped(u)),
+    }
 }
 
 /// What a drain would wait for: `2 volumes`, `1 volume and 1 engine instance no known volume
@@ -139,14 +101,6 @@ impl Item<'_> {
         }
     }
 
-    /// [`Self::line`], written at the end of `out`.
-    fn write_line(self, out: &mut String) {
-        match self {
-            Self::Volume(v) => v.write_line(out),
-            Self::Unmapped(u) => out.push_str(&u.line()),
-        }
-    }
-
     /// The line without the remedy (for a warning the full line does not fit).
     fn short(self) -> String {
         match self {
@@ -169,12 +123,8 @@ pub fn listed_in_warnings(policy: &Policy) -> usize {
 }
 
 /// `and N more (longhorn-guard check drain NODE lists all)`.
-struct More<'a>(usize, &'a str);
-
-impl fmt::Display for More<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "and {} more (longhorn-guard check drain {} lists all)", self.0, self.1)
-    }
+fn more(n: usize, node: &str) -> String {
+    format!("and {n} more (longhorn-guard check drain {node} lists all)")
 }
 
 /// The denial message: a head line, then one line per volume and per unmapped
@@ -183,17 +133,15 @@ impl fmt::Display for More<'_> {
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
 pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy) -> String {
     let max = listed_in_denial(policy);
-    // A listed line is a volume name, a reason and a remedy: 200-400 bytes.
-    let mut out = String::with_capacity(160 + 400 * max.min(listing.total()));
-    out.push_str("longhorn-guard: ");
-    out.push_str(action);
-    let _ = write!(out, " would {}:", impact(listing.volumes, listing.unmapped.len()));
+    let mut out =
+        format!("longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
     for item in listing.items(max) {
         out.push_str("\n- ");
-        item.write_line(&mut out);
+        out.push_str(&item.line());
     }
     if listing.total() > max {
-        let _ = write!(out, "\n- {}", More(listing.total() - max, node));
+        out.push_str("\n- ");
+        out.push_str(&more(listing.total() - max, node));
     }
     out
 }
@@ -210,7 +158,7 @@ pub fn warning_lines(head: String, node: &str, listing: Listing, policy: &Policy
         out.push(clip(&pick, MAX_WARNING_LEN));
     }
     if listing.total() > max {
-        out.push(clip(&More(listing.total() - max, node).to_string(), MAX_WARNING_LEN));
+        out.push(clip(&more(listing.total() - max, node), MAX_WARNING_LEN));
     }
     out
 }
@@ -241,12 +189,9 @@ mod tests {
         assert_eq!(volumes(7), "7 volumes");
         assert_eq!(unmapped(1), "1 engine instance no known volume owns");
         assert_eq!(unmapped(3), "3 engine instances no known volume owns");
-        assert_eq!(impact(2, 0).to_string(), "strand 2 volumes");
-        assert_eq!(impact(0, 1).to_string(), "stop 1 engine instance no known volume owns");
-        assert_eq!(
-            impact(1, 2).to_string(),
-            "strand 1 volume and stop 2 engine instances no known volume owns"
-        );
+        assert_eq!(impact(2, 0), "strand 2 volumes");
+        assert_eq!(impact(0, 1), "stop 1 engine instance no known volume owns");
+        assert_eq!(impact(1, 2), "strand 1 volume and stop 2 engine instances no known volume owns");
         assert_eq!(waits_for(1, 1), "1 volume and 1 engine instance no known volume owns");
     }
 }

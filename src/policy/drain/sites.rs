@@ -1,12 +1,7 @@
 //! Where instance managers run engine and engine-frontend entries, kept current for the drain
 //! index: by entry name, the nodes and instance managers that report it, and per node the
-//! entries that no known volume owns (they block a drain, as Longhorn keeps the instance
-//! manager's disruption budget while any entry runs).
-//!
-//! An entry's owner ([`owner_of_entry`]) depends on the view (its Engine object, or whether the
-//! volume its name implies is known), so a change of an instance manager, an Engine, or any
-//! object that makes a volume known or unknown marks the entries it may affect; [`Sites::flush`]
-//! re-reads only those.
+//! entries no known volume owns (they block a drain). A change marks the entries it may affect
+//! ([`owner_of_entry`]); [`Sites::flush`] re-reads only those.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,14 +1,7 @@
 //! The replica-count rules that are pure functions of the object and the policy, as a
 //! ValidatingAdmissionPolicy the API server evaluates itself (docs/replicas.md, "In the API
-//! server"): a Longhorn StorageClass's explicit `numberOfReplicas` below its minimum, and a
-//! Volume's explicit `spec.numberOfReplicas` below its namespace's minimum, where the request
-//! lowers the count and the minimum is certain: exactly the findings the webhook denies under
-//! `replicas.action: deny` ([`super::storage_class`], [`super::volume`]). The minimums are a
-//! parameter ConfigMap rendered from the policy file, so they can change without a new policy.
-//!
-//! Everything else stays with the webhook: counts of 0 (they stand for `default-replica-count`,
-//! a Setting), the Setting itself (a JSON value), counts against the schedulable nodes, and the
-//! warnings the webhook never denies.
+//! server"): exactly the findings the webhook denies under `replicas.action: deny`
+//! ([`super::storage_class`], [`super::volume`]), with the minimums as a parameter ConfigMap.
 
 use serde_json::{json, Value};
 
@@ -171,16 +164,10 @@ pub struct ReplicasPolicyArgs {
 pub fn run(args: ReplicasPolicyArgs) -> std::process::ExitCode {
     let policy = match Policy::load(args.policy.as_deref()) {
         Ok(p) => p,
-        Err(e) => {
-            crate::stderr_line!("longhorn-guard replicas-policy: policy: {e}");
-            return std::process::ExitCode::from(2);
-        }
+        Err(e) => return crate::output::bad_input("replicas-policy", &format!("policy: {e}")),
     };
     match render_yaml(&policy).map(|text| crate::output::stdout(&text).map_err(|e| e.to_string())) {
         Ok(Ok(())) => std::process::ExitCode::SUCCESS,
-        Ok(Err(e)) | Err(e) => {
-            crate::stderr_line!("longhorn-guard replicas-policy: {e}");
-            std::process::ExitCode::from(2)
-        }
+        Ok(Err(e)) | Err(e) => crate::output::bad_input("replicas-policy", &e),
     }
 }

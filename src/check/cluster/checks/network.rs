@@ -1,8 +1,6 @@
-//! `storage-network`: with the `storage-network` setting set, whether the Multus that runs
-//! writes the status annotation this Longhorn reads (Multus v4 stopped writing
-//! `networks-status`, which Longhorn before the fix for longhorn/longhorn#6953 reads alone), and
-//! which instance-manager pods have no IP on the storage network in the annotation Longhorn
-//! reads (read with the init gate's own parser, [`crate::gate::status::check`]).
+//! `storage-network`: with the `storage-network` setting set, whether the running Multus writes
+//! the status annotation this Longhorn reads (longhorn/longhorn#6953), and which instance-manager
+//! pods have no storage-network IP in it (read with the gate's own [`crate::gate::status::check`]).
 //!
 //! The findings are typed ([`NetworkFinding`]) and worded in one place ([`NetworkFinding::render`]).
 
@@ -50,8 +48,11 @@ pub enum NetworkFinding<'a> {
     DaemonSetsUnread { reasons: &'a [String], namespaces: &'a [String] },
     /// The snapshot holds no DaemonSets.
     NoDaemonSets,
-    /// DaemonSets were read in full and none runs Multus.
+    /// DaemonSets were read in full and none runs Multus, and no instance manager has the network.
     NoMultus { read: usize },
+    /// No DaemonSet runs Multus, yet `attached` instance managers have the network: Multus is
+    /// installed on the nodes (a real harness found this), so its version cannot be read.
+    MultusOutsideDaemonSets { read: usize, attached: usize, network: &'a str },
     /// A Multus image without a version in its tag.
     MultusUnversioned { ds: &'a DaemonSetImage },
     /// A Multus version was read but Longhorn's was not.
@@ -129,6 +130,17 @@ impl NetworkFinding<'_> {
                     count(*read, "DaemonSet")
                 ),
                 "install Multus (its DaemonSet runs on every node that runs Longhorn), or clear storage-network".into(),
+            ),
+            Self::MultusOutsideDaemonSets { read, attached, network } => f(
+                Severity::Info,
+                "daemonsets".into(),
+                format!(
+                    "none of the {} runs Multus, yet {} {} an IP on {network}: Multus runs outside a DaemonSet, so its version is not checked",
+                    count(*read, "DaemonSet"),
+                    count(*attached, "instance manager"),
+                    if *attached == 1 { "has" } else { "have" },
+                ),
+                String::new(),
             ),
             Self::MultusUnversioned { ds } => f(
                 Severity::Info,
@@ -232,6 +244,14 @@ pub fn findings(inv: &Inventory) -> Vec<NetworkFinding<'_>> {
     let net = &inv.network;
     let longhorn = longhorn_version(inv);
     let mut out = Vec::new();
+    let pods = pod_findings(inv, network, longhorn.as_ref());
+    let attached: usize = pods
+        .iter()
+        .map(|p| match p {
+            NetworkFinding::PodsAttached { by_key, .. } => by_key.values().sum(),
+            _ => 0,
+        })
+        .sum();
     let multus: Vec<&DaemonSetImage> =
         net.daemonsets.iter().filter(|d| d.component == Component::Multus).collect();
     if multus.is_empty() {
@@ -242,6 +262,12 @@ pub fn findings(inv: &Inventory) -> Vec<NetworkFinding<'_>> {
             });
         } else if !net.daemonsets_read {
             out.push(NetworkFinding::NoDaemonSets);
+        } else if attached > 0 {
+            out.push(NetworkFinding::MultusOutsideDaemonSets {
+                read: net.daemonsets_seen,
+                attached,
+                network,
+            });
         } else {
             out.push(NetworkFinding::NoMultus { read: net.daemonsets_seen });
         }
@@ -255,12 +281,23 @@ pub fn findings(inv: &Inventory) -> Vec<NetworkFinding<'_>> {
             }
         });
     }
-    // The pods are read as Longhorn reads them: a name of `namespace/name` (an invalid value
-    // is the `settings` check's error, and no pod can match it).
+    out.extend(pods);
+    out
+}
+
+/// The instance-manager pods without the network, then those with it, by key. The pods are
+/// read as Longhorn reads them: a name of `namespace/name` (an invalid value is the
+/// `settings` check's error, and no pod can match it).
+fn pod_findings<'a>(
+    inv: &'a Inventory,
+    network: &'a str,
+    longhorn: Option<&Longhorn>,
+) -> Vec<NetworkFinding<'a>> {
+    let mut out = Vec::new();
     let Ok(expected) = parse_networks(network, None) else { return out };
-    let legacy_only = longhorn.as_ref().filter(|l| longhorn_reads(l.version) == LonghornReads::LegacyOnly);
+    let legacy_only = longhorn.filter(|l| longhorn_reads(l.version) == LonghornReads::LegacyOnly);
     let mut by_key: BTreeMap<&'static str, usize> = BTreeMap::new();
-    for pod in net.im_pods.iter().filter(|p| p.phase == "Running" && !p.terminating) {
+    for pod in inv.network.im_pods.iter().filter(|p| p.phase == "Running" && !p.terminating) {
         match pod_network(pod, &expected, legacy_only.map(|l| l.version)) {
             Ok(key) => *by_key.entry(key).or_default() += 1,
             Err(miss) => out.push(NetworkFinding::PodWithoutNetwork { pod, network, miss }),

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::super::finding::{some_names, Check, Finding, Severity};
 use super::super::inventory::{Inventory, VolumeInfo};
-use crate::admission::{AdmissionRequest, GroupVersionKind, GroupVersionResource, Operation, UserInfo};
+use crate::admission::{AdmissionRequest, GroupVersionResource};
 use crate::cluster::{ClusterView, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
 use crate::policy::drain::{override_reason, stalled_rebuilds, waits_for, Blockers, StalledRebuild};
@@ -17,31 +17,11 @@ use crate::policy::{self, DrainAction, Policy};
 /// Volumes named in one drain-readiness line before "and N more".
 const SHOWN: usize = 3;
 
-/// A synthetic CREATE of `object`, as `lint` builds them.
+/// A dry-run CREATE of `object`, as `lint` builds them.
 fn create(group: &str, version: &str, kind: &str, resource: &str, object: Value) -> AdmissionRequest {
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
-    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
-    AdmissionRequest {
-        uid: "check-cluster".into(),
-        kind: GroupVersionKind { group: group.into(), version: version.into(), kind: kind.into() },
-        resource: GroupVersionResource {
-            group: group.into(),
-            version: version.into(),
-            resource: resource.into(),
-        },
-        sub_resource: None,
-        request_kind: None,
-        request_resource: None,
-        request_sub_resource: None,
-        name,
-        namespace,
-        operation: Operation::Create,
-        user_info: UserInfo { username: "longhorn-guard-check".into(), ..UserInfo::default() },
-        object: Some(object.into()),
-        old_object: None,
-        dry_run: Some(true),
-        options: None,
-    }
+    let resource =
+        GroupVersionResource { group: group.into(), version: version.into(), resource: resource.into() };
+    AdmissionRequest::dry_run_create("check-cluster", "longhorn-guard-check", resource, kind, object)
 }
 
 fn volume_object(v: &VolumeInfo) -> Value {

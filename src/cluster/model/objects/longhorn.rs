@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    label, non_empty, non_empty_name, Meta, Name, PodsGone, Present, SmallMap, Stamp, Workloads,
-    LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL,
+    non_empty_name, Meta, Name, PodsGone, Present, SmallMap, Stamp, Workloads, LONGHORN_NODE_LABEL,
+    LONGHORN_VOLUME_LABEL,
 };
 
 /// `longhorn.io/v1beta2` Volume.
@@ -152,46 +152,36 @@ pub struct RebuildStatus {
 }
 
 /// The node and the volume of a Longhorn instance (a Replica or an Engine): its spec's
-/// `nodeID` and `volumeName`, else the labels Longhorn puts on it. The docs of `node` and
-/// `volume` are the two strings.
+/// `nodeID` and `volumeName`, else the `longhornnode` and `longhornvolume` labels Longhorn puts
+/// on it.
 macro_rules! node_and_volume {
-    ($kind:ident, $node:literal, $volume:literal) => {
+    ($($kind:ident),*) => {$(
         impl $kind {
-            /// [`Self::node`] as the shared name.
+            /// Where it lives: `spec.nodeID`, else the `longhornnode` label.
             pub fn node_name(&self) -> Option<&Name> {
                 non_empty_name(&self.spec.node_id).or_else(|| self.metadata.labels.get(LONGHORN_NODE_LABEL))
             }
 
-            /// [`Self::volume`] as the shared name.
+            /// Its volume: `spec.volumeName`, else the `longhornvolume` label.
             pub fn volume_name(&self) -> Option<&Name> {
                 non_empty_name(&self.spec.volume_name)
                     .or_else(|| self.metadata.labels.get(LONGHORN_VOLUME_LABEL))
             }
 
-            #[doc = $node]
+            /// [`Self::node_name`] as text.
             pub fn node(&self) -> Option<&str> {
-                non_empty(Some(&self.spec.node_id)).or_else(|| label(&self.metadata, LONGHORN_NODE_LABEL))
+                self.node_name().map(Name::as_str)
             }
 
-            #[doc = $volume]
+            /// [`Self::volume_name`] as text.
             pub fn volume(&self) -> Option<&str> {
-                non_empty(Some(&self.spec.volume_name))
-                    .or_else(|| label(&self.metadata, LONGHORN_VOLUME_LABEL))
+                self.volume_name().map(Name::as_str)
             }
         }
-    };
+    )*};
 }
 
-node_and_volume!(
-    Replica,
-    "The node the replica lives on: `spec.nodeID`, else the `longhornnode` label.",
-    "The volume the replica belongs to: `spec.volumeName`, else the `longhornvolume` label."
-);
-node_and_volume!(
-    Engine,
-    "The node the engine runs on: `spec.nodeID`, else the `longhornnode` label.",
-    "The volume the engine serves: `spec.volumeName`, else the `longhornvolume` label."
-);
+node_and_volume!(Replica, Engine);
 
 /// `longhorn.io/v1beta2` Node (a Longhorn node; same name as the Kubernetes node).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

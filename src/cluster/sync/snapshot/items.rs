@@ -1,10 +1,7 @@
-//! The items of a snapshot file, one at a time.
-//!
-//! A JSON `List` (what `kubectl get -o json` and `gen_snapshot` write) is read as a stream: each
-//! item is parsed into its own small `Value` and handed over before the next is read, so a
-//! 10,000-volume, 100,000-snapshot file never becomes one tree in memory. Anything else (YAML,
-//! a single object, a file the stream does not take) goes through [`parse_documents`] as a
-//! whole. Either way items arrive in file order with the same labels (`document 1, item 7`).
+//! The items of a snapshot file, one at a time, in file order with the same labels either way
+//! (`document 1, item 7`): a JSON `List` is streamed, each item parsed into its own small `Value`
+//! so a 100,000-snapshot file never becomes one tree; anything else goes through
+//! [`parse_documents`] whole.
 
 use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;

@@ -31,13 +31,9 @@ pub fn loses_events(e: &watcher::Error) -> bool {
     }
 }
 
-/// The events of one kind's watcher. After an error, the failing spell ends with a started
-/// list, with the resumed watch's first event (the watcher is then started over, so the kind
-/// is listed again: the replay has no end marker), or after `recheck_after` ([`RECHECK_AFTER`](super::RECHECK_AFTER))
-/// with neither (started over too). A `410 Gone` or a lost event starts it over at once.
-/// Restarts that repeat are paced `recheck_after` apart. Each object is parsed once into the
-/// lean type `T`. The watch is resumed every `watch_timeout_secs` (its BOOKMARK comes 2 s
-/// before).
+/// The events of one kind's watcher, each object parsed once into `T`. After an error, the
+/// resumed watch's first event or `recheck_after` of quiet starts the watcher over (a list), as
+/// a `410 Gone` or a lost event does at once; repeated restarts are paced `recheck_after` apart.
 fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) -> KindEvents {
     let Tuning { recheck_after, watch_timeout_secs, resume_once } = tuning;
     struct State<T: Kind> {
@@ -105,9 +101,7 @@ fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
             };
             match next {
                 Some(Ok(event)) => {
-                    // A resumed watch's BOOKMARK also shows the API server answers again. An
-                    // interruption is no answer: a failing spell goes on through it (else the
-                    // kind, failing since the error, would never be listed again).
+                    // A BOOKMARK counts as an answer; an interruption does not.
                     let resumed = !matches!(event, Step::Interrupted(_))
                         && st.failed_at.take().is_some()
                         && matches!(
@@ -115,9 +109,7 @@ fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
                             Step::Event(Event::Apply(_) | Event::Delete(_)) | Step::Progress(_)
                         );
                     if resumed {
-                        // The API server answers again. The resumed stream replays what the
-                        // watch missed, in a burst with no marker where the burst ends, so its
-                        // first event does not make the kind current: a list does.
+                        // Its replay has no end marker: only a list makes the kind current.
                         tracing::info!(
                             kind = kind.display(),
                             "watch resumed after its error; listing the kind again"

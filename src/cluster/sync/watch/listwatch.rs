@@ -41,10 +41,8 @@ pub struct Params {
     /// API server sends a watch its BOOKMARK 2 s before this deadline (else once a minute).
     pub timeout_secs: u32,
     /// A watch the API server ended that cannot be started again once is reported as
-    /// [`Step::Interrupted`] and retried, instead of failing: short watches are started again
-    /// every few seconds, and one refused start (a load balancer's hiccup, etcd changing
-    /// leader; kube's client itself retries 429, 503 and 504) should not cost a relist of the
-    /// kind.
+    /// [`Step::Interrupted`] and retried: one refused start of a short watch should not cost a
+    /// relist of the kind.
     pub resume_once: bool,
 }
 

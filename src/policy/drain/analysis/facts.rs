@@ -43,13 +43,10 @@ fn instance_manager_pod_down(view: &ClusterView, im: &InstanceManager) -> Option
     }
 }
 
-/// The instance manager a replica runs in: `status.instanceManagerName` (none when that names
-/// one that does not exist: Longhorn clears the name when it stops an instance, so such a
-/// replica's process is gone, and Longhorn marks it error once it looks), else the one on its
-/// node for its data engine. When several match (an upgrade leaves old and new instance
-/// managers side by side), the one with Longhorn's `default-instance-manager-image` is
-/// taken, as Longhorn does; without that setting a candidate that is not running is taken,
-/// so that doubt never makes a replica count as protecting.
+/// The instance manager a replica runs in: `status.instanceManagerName` (none when it names one
+/// that is gone: the replica's process is gone too), else the one on its node for its data
+/// engine; of several, the one with `default-instance-manager-image`, as Longhorn picks, else
+/// one that is not running, so that doubt never makes a replica count as protecting.
 pub(super) fn instance_manager_of<'a>(view: &'a ClusterView, r: &Replica) -> Option<&'a InstanceManager> {
     if !r.status.instance_manager_name.is_empty() {
         return view.instance_manager(&r.status.instance_manager_name);

@@ -21,7 +21,7 @@ pub(super) struct Rebuild {
 
 /// True when `addr` (`ip:port`, without `tcp://`) is an address the engine uses for the
 /// replica: its entry in the engine's address map, or the replica's storage IP or IP with its
-/// port. Compared in place: nothing is written.
+/// port.
 pub(super) fn is_replica_address(engine: &Engine, r: &Replica, addr: &str) -> bool {
     let mapped = r
         .metadata
@@ -29,19 +29,12 @@ pub(super) fn is_replica_address(engine: &Engine, r: &Replica, addr: &str) -> bo
         .as_deref()
         .and_then(|name| engine.status.current_replica_address_map.get(name))
         .is_some_and(|a| a.trim_start_matches("tcp://") == addr);
+    let port = r.status.port;
     mapped
-        || (r.status.port > 0
-            && addr.rsplit_once(':').is_some_and(|(host, port)| {
-                // As `format!("{ip}:{port}")` writes it: decimal digits, no sign, no leading zero.
-                let decimal = !port.is_empty()
-                    && !port.starts_with('0')
-                    && port.bytes().all(|b| b.is_ascii_digit())
-                    && port.parse::<i64>() == Ok(r.status.port);
-                decimal
-                    && [&r.status.storage_ip, &r.status.ip]
-                        .iter()
-                        .any(|ip| !ip.is_empty() && ip.as_str() == host)
-            }))
+        || (port > 0
+            && [&r.status.storage_ip, &r.status.ip]
+                .iter()
+                .any(|ip| !ip.is_empty() && format!("{ip}:{port}") == addr))
 }
 
 pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
@@ -59,10 +52,7 @@ pub fn format_time(t: SystemTime) -> String {
     let rounded = time::OffsetDateTime::from(t)
         .checked_add(time::Duration::milliseconds(500))
         .and_then(|t| t.replace_nanosecond(0).ok());
-    match rounded.and_then(|t| t.format(&Rfc3339).ok()) {
-        Some(s) => s,
-        None => "an unknown time".to_string(),
-    }
+    rounded.and_then(|t| t.format(&Rfc3339).ok()).unwrap_or_else(|| "an unknown time".to_string())
 }
 
 /// Since when a rebuild has not progressed, if that is longer than `stall_after`.
@@ -81,23 +71,14 @@ pub(super) fn stall_since(
     let mut since: Option<SystemTime> = None;
     if *view.source() == Source::Watch {
         let marks = view.derived::<super::super::RebuildMarks>();
-        if let Some(mark) =
-            marks.and_then(|m| m.get(engine.metadata.name.as_deref().unwrap_or(""), address_key))
-        {
-            if mark.progress == progress {
-                since = Some(mark.since);
-            }
-        }
+        let mark = marks.and_then(|m| m.get(engine.metadata.name.as_deref().unwrap_or(""), address_key));
+        since = mark.filter(|m| m.progress == progress).map(|m| m.since);
     }
-    if progress == 0 {
-        if let Some(name) = replica {
-            let in_wo = engine.status.replica_mode_map.get(name).is_some_and(|m| m == "WO");
-            if in_wo {
-                if let Some(t) = engine.status.replica_transition_time_map.get(name).and_then(|s| s.time()) {
-                    since = Some(since.map_or(t, |s| s.min(t)));
-                }
-            }
-        }
+    let in_wo = |name: &&str| engine.status.replica_mode_map.get(name).is_some_and(|m| m == "WO");
+    let entered_wo =
+        replica.filter(in_wo).and_then(|n| engine.status.replica_transition_time_map.get(n)?.time());
+    if let Some(t) = entered_wo.filter(|_| progress == 0) {
+        since = Some(since.map_or(t, |s| s.min(t)));
     }
     let since = since?;
     let age = now.duration_since(since).unwrap_or(Duration::ZERO);

@@ -63,7 +63,7 @@ pub(super) fn stranded_reason(
 
     // Other replicas with the same reason share one clause: "its replicas on a, b each ...".
     // Replicas without a node form their own clause, so no node name is ever empty.
-    let mut clauses: Vec<Clause> = Vec::with_capacity(others.len());
+    let mut clauses: Vec<Clause> = Vec::new();
     for f in &others {
         let unplaced = f.node.is_empty();
         let same = |c: &&mut Clause| {
@@ -76,10 +76,7 @@ pub(super) fn stranded_reason(
         match clauses.iter_mut().find(same) {
             Some(c) => c.nodes.push(f.node.to_string()),
             None => {
-                // Room for every other replica: a clause's list never grows into a copy.
-                let mut nodes = Vec::with_capacity(others.len());
-                nodes.push(f.node.to_string());
-                clauses.push(Clause { unplaced, why: f.why_not.clone(), nodes })
+                clauses.push(Clause { unplaced, why: f.why_not.clone(), nodes: vec![f.node.to_string()] })
             }
         }
     }

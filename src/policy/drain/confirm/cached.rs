@@ -1,11 +1,8 @@
 //! Confirmation reads answered from the watch view, for the kinds it holds current.
 //!
-//! An allow rests on the watch view when every kind received data within `drain.maxViewAge`
-//! (none failing, none unreadable). A confirmation is needed when some kinds did not; the
-//! kinds that did are current by that same rule, so their reads are answered from the view
-//! (the same selectors, evaluated on the labels the view keeps) and only the others go to the
-//! API server. In a busy cluster the big kinds (engines, volumes) change all the time and the
-//! quiet ones (settings, pods) are small: a confirmation then reads what is small.
+//! A confirmation is needed when some kinds did not receive data within `drain.maxViewAge`; the
+//! kinds that did are current by that same rule, so their reads are answered from the view (the
+//! same selectors, on the labels the view keeps) and only the others go to the API server.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};

@@ -1,8 +1,6 @@
-//! A confirmation finds objects by their `longhornnode` and `longhornvolume` labels; the drain
-//! analysis places them by `spec.nodeID` and `spec.volumeName` (the labels only stand in for an
-//! empty field). Longhorn writes the labels from those fields on every create and update
-//! (`longhornnode` in its datastore, `longhornvolume` in its mutating webhook), so they agree;
-//! where one does not (a hand edit, another writer), label reads could miss an object the
+//! A confirmation finds objects by their `longhornnode` and `longhornvolume` labels, the drain
+//! analysis by `spec.nodeID` and `spec.volumeName`. Longhorn writes the labels from those fields,
+//! so they agree; where one does not (a hand edit), label reads could miss an object the
 //! analysis would count, and the confirmation refuses to decide.
 
 use crate::cluster::meta::Meta;

@@ -1,17 +1,13 @@
 //! At most N confirmations read at once; requests for one node that arrive while its
 //! confirmation still waits for a slot share it.
 //!
-//! A confirmation at 10,000 volumes holds about 20 MiB while it reads, and makes the API server
-//! serialise about 12 MB. Parallel drains (an upgrade controller draining several nodes, each
-//! eviction retried every 5 s by `kubectl drain`) would multiply both without bound; queued,
-//! they cost the guard and the API server what N confirmations cost. Waiting for a slot counts
-//! against the request's budget: past it the eviction gets the usual 429 "could not confirm"
-//! and is retried.
+//! Parallel drains would otherwise multiply a confirmation's memory and API load without bound.
+//! Waiting for a slot counts against the request's budget: past it the eviction gets the usual
+//! 429 "could not confirm" and is retried.
 //!
-//! Sharing keeps the fresh-data rule: a confirmation is joined only before it takes its slot,
-//! so every read it makes starts after each request it answers arrived. A request that arrives
-//! once the reads have started waits for the next confirmation of that node. The reads get the
-//! time left until the latest deadline among the requests that share them.
+//! Sharing keeps the fresh-data rule: a confirmation is joined only before it takes its slot, so
+//! every read it makes starts after each request it answers arrived; its reads get the time left
+//! until the latest deadline among those requests.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -22,7 +22,7 @@ use crate::cluster::{on_kind, InstanceManager, Object, ObjectKind};
 struct List<T> {
     kind: Option<String>,
     #[serde(default)]
-    metadata: ListMeta,
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
     /// `None` when the field is absent; `Some(None)` for `null` (an empty list, as Go writes a
     /// nil slice).
     #[serde(default, deserialize_with = "present")]
@@ -32,12 +32,6 @@ struct List<T> {
 /// A field that is present (`null` included).
 fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
-}
-
-#[derive(Default, Deserialize)]
-struct ListMeta {
-    #[serde(rename = "continue")]
-    continue_token: Option<String>,
 }
 
 /// The objects one LIST returned, and when it was sent among the confirmation's reads.
@@ -209,7 +203,7 @@ impl Reader<'_> {
             // The API server may echo the (long) selector back: keep the reason short.
             e => ConfirmError::Api {
                 what: what.to_string(),
-                message: crate::decision::clip(&one_line(&e.to_string()), MAX_ERROR_CHARS),
+                message: crate::decision::clip(&crate::clip::one_line(&e.to_string()), MAX_ERROR_CHARS),
             },
         })?;
         tracing::debug!(
@@ -232,15 +226,11 @@ fn parse<T: DeserializeOwned>(body: &str, want: &str, wrap: fn(T) -> Object) -> 
     if kind != want {
         return Err(format!("the answer is a {kind:?}, not a {want}"));
     }
-    if list.metadata.continue_token.is_some_and(|t| !t.is_empty()) {
+    if list.metadata.continue_.is_some_and(|t| !t.is_empty()) {
         return Err("the answer is one page of a longer list (it has a continue token)".into());
     }
     let items = list.items.ok_or_else(|| format!("the {want} has no items field"))?;
     Ok(items.unwrap_or_default().into_iter().map(wrap).collect())
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -43,14 +43,7 @@ impl fmt::Display for Requirement {
             Self::Is(k, v) => write!(f, "{k}={v}"),
             Self::IsNot(k, v) => write!(f, "{k}!={v}"),
             Self::In(k, set) => {
-                write!(f, "{k} in (")?;
-                for (i, v) in set.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(",")?;
-                    }
-                    f.write_str(v)?;
-                }
-                f.write_str(")")
+                write!(f, "{k} in ({})", set.iter().map(String::as_str).collect::<Vec<_>>().join(","))
             }
         }
     }
@@ -98,13 +91,7 @@ impl Selector {
 
 impl fmt::Display for Selector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, r) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{r}")?;
-        }
-        Ok(())
+        f.write_str(&self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join(","))
     }
 }
 

@@ -1,11 +1,9 @@
 //! Instance managers read as the API server prints them: the Table of the CRD's printer
 //! columns (`Name`, `Data Engine`, `State`, `Type`, `Node`), without their instance lists.
 //!
-//! An instance manager's status lists every engine and replica it runs, so the whole kind is
-//! most of what a confirmation would read (45 MB for 30 instance managers at 10,000 volumes).
-//! A drain decision for node N reads those lists only for N's own instance managers; of the
-//! others it reads the node, type, data engine and state, which the Table carries, and the
-//! image, which it does not (see [`needs_images`]).
+//! A decision for node N reads the instance lists (most of the kind's bytes) only for N's own
+//! instance managers; of the others the Table carries what it reads, but the image
+//! ([`needs_images`]).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -43,17 +41,11 @@ struct Table {
     #[serde(rename = "apiVersion", default)]
     api_version: String,
     #[serde(default)]
-    metadata: TableMeta,
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
     #[serde(rename = "columnDefinitions", default)]
     columns: Vec<Column>,
     #[serde(default)]
     rows: Vec<Row>,
-}
-
-#[derive(Deserialize, Default)]
-struct TableMeta {
-    #[serde(rename = "continue", default)]
-    continue_token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -76,7 +68,7 @@ pub fn parse(body: &str) -> Result<Vec<InstanceManager>, SummaryError> {
     if table.kind != "Table" || table.api_version != "meta.k8s.io/v1" {
         return Err(SummaryError::NotATable { kind: table.kind, api_version: table.api_version });
     }
-    if table.metadata.continue_token.is_some_and(|t| !t.is_empty()) {
+    if table.metadata.continue_.is_some_and(|t| !t.is_empty()) {
         return Err(SummaryError::Partial);
     }
     let mut at = [0; COLUMNS.len()];

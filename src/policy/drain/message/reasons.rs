@@ -19,20 +19,9 @@ fn explanation(reason: &Reason, remedy: &Remedy) -> String {
     }
 }
 
-/// `volume: reason; remedy` as one line, written once.
+/// `volume: reason; remedy` as one line.
 fn line(volume: &str, reason: &Reason, remedy: &Remedy) -> String {
-    let mut out = String::new();
-    write_line(&mut out, volume, reason, remedy);
-    out
-}
-
-/// [`line`], written at the end of `out`.
-fn write_line(out: &mut String, volume: &str, reason: &Reason, remedy: &Remedy) {
-    use std::fmt::Write as _;
-    let _ = match remedy {
-        Remedy::None => write!(out, "{volume}: {reason}"),
-        _ => write!(out, "{volume}: {reason}; {remedy}"),
-    };
+    format!("{volume}: {}", explanation(reason, remedy))
 }
 
 impl VolumeReport {
@@ -51,11 +40,6 @@ impl Explained {
     /// `volume: reason; remedy` as one line, as [`VolumeReport::line`] writes it.
     pub fn line(&self) -> String {
         line(&self.volume, &self.reason, &self.remedy)
-    }
-
-    /// [`Self::line`], written at the end of `out`.
-    pub fn write_line(&self, out: &mut String) {
-        write_line(out, &self.volume, &self.reason, &self.remedy);
     }
 }
 
@@ -197,7 +181,7 @@ impl Display for Reason {
             }
             Self::Protected { nodes } => {
                 let s = if nodes.len() == 1 { "" } else { "s" };
-                write!(f, "protected by healthy replica{s} on {}", Joined(nodes))
+                write!(f, "protected by healthy replica{s} on {}", nodes.join(", "))
             }
             Self::NoReplica { node } => write!(f, "no replica on {node}"),
             Self::NeverUsed { node, count: 1 } => write!(f, "replica on {node} was never used"),
@@ -245,27 +229,12 @@ impl Display for Clause {
         let mut distinct: Vec<&str> = self.nodes.iter().map(String::as_str).collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let nodes = Joined(&distinct);
+        let nodes = distinct.join(", ");
         match (n, distinct.len()) {
             (1, _) => write!(f, "its replica on {nodes} {why}"),
             (_, d) if d == n => write!(f, "its replicas on {nodes} each {why}"),
             _ => write!(f, "its {n} replicas on {nodes} each {why}"),
         }
-    }
-}
-
-/// Names separated by `, `, written in place.
-struct Joined<'a, T>(&'a [T]);
-
-impl<T: AsRef<str>> Display for Joined<'_, T> {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        for (i, name) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            f.write_str(name.as_ref())?;
-        }
-        Ok(())
     }
 }
 
