@@ -2,8 +2,9 @@
 # entry point, Longhorn's storage network on lgstor0, and the pod network cut between nodes for
 # the replica and engine ports (e2e/longhorn/multus.sh). A node "reboots" and its instance
 # manager's sandbox comes up before Multus's config is back: the way that lasts on Longhorn
-# v1.12.1, which re-reads the pod's Multus status on every instance sync (a late annotation
-# heals on the next sync; a pod made without Multus never gets one). A replica of vol-f (with
+# v1.12.1, which re-reads the pod's Multus status on every instance sync (a pod made without
+# Multus never gets one; a late status write holds the sandbox back instead: s5,
+# latestatus.sh). A replica of vol-f (with
 # data) is then rebuilt onto that node:
 #   s1. without the guard's gate: the storage IP Longhorn chose, the engine's replica addresses,
 #       F_STALL_S seconds of rebuild samples, check cluster's finding; then the pod deleted by
