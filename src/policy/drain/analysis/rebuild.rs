@@ -21,7 +21,7 @@ pub(super) struct Rebuild {
 
 /// True when `addr` (`ip:port`, without `tcp://`) is an address the engine uses for the
 /// replica: its entry in the engine's address map, or the replica's storage IP or IP with its
-/// port.
+/// port. Compared in place: nothing is written (it runs per replica on the denial path).
 pub(super) fn is_replica_address(engine: &Engine, r: &Replica, addr: &str) -> bool {
     let mapped = r
         .metadata
@@ -29,12 +29,19 @@ pub(super) fn is_replica_address(engine: &Engine, r: &Replica, addr: &str) -> bo
         .as_deref()
         .and_then(|name| engine.status.current_replica_address_map.get(name))
         .is_some_and(|a| a.trim_start_matches("tcp://") == addr);
-    let port = r.status.port;
     mapped
-        || (port > 0
-            && [&r.status.storage_ip, &r.status.ip]
-                .iter()
-                .any(|ip| !ip.is_empty() && format!("{ip}:{port}") == addr))
+        || (r.status.port > 0
+            && addr.rsplit_once(':').is_some_and(|(host, port)| {
+                // As `format!("{ip}:{port}")` writes it: decimal digits, no sign, no leading zero.
+                let decimal = !port.is_empty()
+                    && !port.starts_with('0')
+                    && port.bytes().all(|b| b.is_ascii_digit())
+                    && port.parse::<i64>() == Ok(r.status.port);
+                decimal
+                    && [&r.status.storage_ip, &r.status.ip]
+                        .iter()
+                        .any(|ip| !ip.is_empty() && ip.as_str() == host)
+            }))
 }
 
 pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
