@@ -7,13 +7,14 @@ pub const MAX_WARNING_LEN: usize = 120;
 /// Most warnings a response carries; beyond it the rest are summarised in one line.
 pub const MAX_WARNINGS: usize = 8;
 
-/// A field cause in a denial's `status.details.causes`, as Longhorn's own webhook writes it.
+/// A field cause in a denial's `status.details.causes`, as Longhorn's own webhook writes it
+/// (fields in name order, as they are written).
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Cause {
-    #[serde(rename = "type")]
-    pub type_: String,
     pub field: String,
     pub message: String,
+    #[serde(rename = "type")]
+    pub type_: String,
 }
 
 /// The `status` of a denial.

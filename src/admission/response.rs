@@ -2,62 +2,99 @@
 
 use base64::Engine as _;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
 
 use super::API_VERSION;
-use crate::decision::Decision;
+use crate::decision::{Cause, Decision};
 
 /// The response AdmissionReview for a decision, echoing the request uid. A patch is written as
 /// base64 of the RFC 6902 JSON array with `patchType: JSONPatch`, only when it is not empty.
-/// Fields are written in name order.
-pub fn response_review(uid: &str, decision: &Decision) -> ResponseReview {
-    let mut response = json!({"allowed": decision.allowed, "uid": uid});
-    if !decision.warnings.is_empty() {
-        response["warnings"] = json!(decision.warnings);
-    }
-    if let Some(patch) = decision.patch.as_ref().filter(|p| !p.0.is_empty()) {
-        let bytes = serde_json::to_vec(patch).expect("a JSON patch always serialises");
-        response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes));
-        response["patchType"] = json!("JSONPatch");
-    }
-    if let Some(st) = &decision.status {
-        let mut details = Map::new();
-        if !st.causes.is_empty() {
-            details.insert("causes".into(), json!(st.causes));
-        }
-        if let Some(s) = st.subject.as_ref().filter(|s| !s.kind.is_empty()) {
-            details.insert("kind".into(), json!(s.kind));
-            for (key, v) in
-                [("group", &s.group), ("name", &s.name)].into_iter().filter(|(_, v)| !v.is_empty())
-            {
-                details.insert(key.into(), json!(v));
-            }
-        }
-        let mut status =
-            json!({"code": st.code, "message": st.message, "reason": st.reason, "status": "Failure"});
-        if !details.is_empty() {
-            status["details"] = Value::Object(details);
-        }
-        response["status"] = status;
-    }
-    ResponseReview(json!({"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}))
+/// Fields are written in name order, borrowed from the decision.
+pub fn response_review<'a>(uid: &'a str, decision: &'a Decision) -> ResponseReview<'a> {
+    let patch = decision.patch.as_ref().filter(|p| !p.0.is_empty()).map(|p| {
+        let bytes = serde_json::to_vec(p).expect("a JSON patch always serialises");
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    });
+    let status = decision.status.as_ref().map(|st| {
+        let (group, kind, name) = match st.subject.as_ref().filter(|s| !s.kind.is_empty()) {
+            Some(s) => (s.group.as_str(), s.kind.as_str(), s.name.as_str()),
+            None => ("", "", ""),
+        };
+        let details = (!st.causes.is_empty() || !kind.is_empty()).then_some(Details {
+            causes: &st.causes,
+            group,
+            kind,
+            name,
+        });
+        Status { code: st.code, details, message: &st.message, reason: &st.reason, status: "Failure" }
+    });
+    let response = Response {
+        allowed: decision.allowed,
+        patch_type: patch.as_ref().map(|_| "JSONPatch"),
+        patch,
+        status,
+        uid,
+        warnings: &decision.warnings,
+    };
+    ResponseReview { api_version: API_VERSION, kind: "AdmissionReview", response }
 }
 
 /// The response AdmissionReview ([`response_review`]).
 #[derive(Debug, Serialize)]
-#[serde(transparent)]
-pub struct ResponseReview(Value);
+pub struct ResponseReview<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    response: Response<'a>,
+}
 
-impl ResponseReview {
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Response<'a> {
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+    uid: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    warnings: &'a [String],
+}
+
+#[derive(Debug, Serialize)]
+struct Status<'a> {
+    code: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Details<'a>>,
+    message: &'a str,
+    reason: &'a str,
+    status: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct Details<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    causes: &'a [Cause],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    group: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    kind: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    name: &'a str,
+}
+
+impl ResponseReview<'_> {
     /// The JSON bytes sent to the API server.
     pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.0).expect("a response review always serialises")
+        serde_json::to_vec(self).expect("a response review always serialises")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     #[test]
     fn patch_is_base64_of_the_json_array() {

@@ -45,7 +45,10 @@ impl<'v> Blockers<'v> {
         let protect_stopped = policy.drain.protect_stopped_replicas;
         let (sites, not_safe): (Sites, Vec<Name>) = match view.derived::<DrainIndex>() {
             Some(index) => {
-                (Sites::Index(index), index.unsafe_set(node, policy).into_iter().flatten().cloned().collect())
+                let set = index.unsafe_set(node, policy);
+                let mut names = Vec::with_capacity(set.map_or(0, |s| s.len()));
+                names.extend(set.into_iter().flatten().cloned());
+                (Sites::Index(index), names)
             }
             None => {
                 let instances = node_instances(view, node);
@@ -67,7 +70,7 @@ impl<'v> Blockers<'v> {
             }
         };
         let node_override = node_override.map(|reason| Override::Node { node: node.to_string(), reason });
-        let (mut blocking, mut overridden) = (Vec::new(), Vec::new());
+        let (mut blocking, mut overridden) = (Vec::with_capacity(not_safe.len()), Vec::new());
         let own_override = |v: &Name| match &sites {
             Sites::Index(index) => index.volume_override(v),
             Sites::Read(_) => view.volume(v).and_then(|vol| override_text(&vol.metadata)),

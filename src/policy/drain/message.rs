@@ -2,6 +2,8 @@
 //! per listed volume, or warnings of at most [`MAX_WARNING_LEN`] characters each. Its
 //! [`reasons`] module is the one place the typed findings become words.
 
+use std::fmt::{self, Display, Formatter, Write as _};
+
 use crate::decision::{clip, count, MAX_WARNINGS, MAX_WARNING_LEN};
 use crate::policy::Policy;
 
@@ -92,15 +94,17 @@ enum Item<'a> {
     Unmapped(&'a UnmappedInstance),
 }
 
-impl Item<'_> {
-    /// Its full line, with the remedy.
-    fn line(self) -> String {
+/// Its full line, with the remedy.
+impl Display for Item<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Volume(v) => v.line(),
-            Self::Unmapped(u) => u.line(),
+            Self::Volume(v) => v.line().fmt(f),
+            Self::Unmapped(u) => f.write_str(&u.line()),
         }
     }
+}
 
+impl Item<'_> {
     /// The line without the remedy (for a warning the full line does not fit).
     fn short(self) -> String {
         match self {
@@ -133,11 +137,12 @@ fn more(n: usize, node: &str) -> String {
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
 pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy) -> String {
     let max = listed_in_denial(policy);
-    let mut out =
-        format!("longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
+    // One buffer for the whole message (writing into a String cannot fail).
+    let mut out = String::with_capacity(256 * (2 + max.min(listing.total())));
+    let _ =
+        write!(out, "longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
     for item in listing.items(max) {
-        out.push_str("\n- ");
-        out.push_str(&item.line());
+        let _ = write!(out, "\n- {item}");
     }
     if listing.total() > max {
         out.push_str("\n- ");
@@ -153,7 +158,7 @@ pub fn warning_lines(head: String, node: &str, listing: Listing, policy: &Policy
     let mut out = vec![clip(&head, MAX_WARNING_LEN)];
     for item in listing.items(max) {
         // Keep the remedy when it fits; else the reason alone; else clip.
-        let full = item.line();
+        let full = item.to_string();
         let pick = if full.chars().count() <= MAX_WARNING_LEN { full } else { item.short() };
         out.push(clip(&pick, MAX_WARNING_LEN));
     }

@@ -19,9 +19,17 @@ fn explanation(reason: &Reason, remedy: &Remedy) -> String {
     }
 }
 
-/// `volume: reason; remedy` as one line.
-fn line(volume: &str, reason: &Reason, remedy: &Remedy) -> String {
-    format!("{volume}: {}", explanation(reason, remedy))
+/// `volume: reason; remedy` (or `volume: reason`) as one line, written where it is shown.
+pub struct Line<'a>(&'a str, &'a Reason, &'a Remedy);
+
+impl Display for Line<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.0, self.1)?;
+        match self.2 {
+            Remedy::None => Ok(()),
+            remedy => write!(f, "; {remedy}"),
+        }
+    }
 }
 
 impl VolumeReport {
@@ -32,14 +40,14 @@ impl VolumeReport {
 
     /// `volume: reason; remedy` as one line.
     pub fn line(&self) -> String {
-        line(&self.volume, &self.reason, &self.remedy)
+        Line(&self.volume, &self.reason, &self.remedy).to_string()
     }
 }
 
 impl Explained {
     /// `volume: reason; remedy` as one line, as [`VolumeReport::line`] writes it.
-    pub fn line(&self) -> String {
-        line(&self.volume, &self.reason, &self.remedy)
+    pub fn line(&self) -> Line<'_> {
+        Line(&self.volume, &self.reason, &self.remedy)
     }
 }
 
