@@ -19,8 +19,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use super::init_gate::{
-    duration_text, gate_container, podinfo_volume, GateText, GATE_CONTAINER, PODINFO_VOLUME,
-    SERVICE_ACCOUNT_DIR,
+    gate_container, podinfo_volume, GateText, GATE_CONTAINER, PODINFO_VOLUME, SERVICE_ACCOUNT_DIR,
 };
 use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 use crate::gate::networks::NETWORKS_ANNOTATION;
@@ -101,7 +100,7 @@ pub fn render(gate: &GatePolicy) -> Result<[Value; 2], GatePolicyError> {
     let annotation = "variables.annotation";
     let variables = [
         ("image", cel::string(&gate.image)),
-        ("timeout", cel::string(&duration_text(gate.timeout))),
+        ("timeout", cel::string(&crate::policy::show(gate.timeout))),
         ("annotation", format!("object.metadata.annotations[{}].trim()", cel::string(NETWORKS_ANNOTATION))),
         ("entries", cel::entries(annotation)),
         ("readable", cel::readable(annotation, "variables.entries")),
