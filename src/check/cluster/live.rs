@@ -172,15 +172,12 @@ async fn list_kind(
     page: u32,
     page_timeout: Duration,
 ) -> Result<(), String> {
-    let Some(fallback) = &r.forbidden else {
-        return list_path(client, &r, &r.path, inv, objects, page, page_timeout).await.map_err(String::from);
-    };
     match list_path(client, &r, &r.path, inv, objects, page, page_timeout).await {
-        Err(Refused::Forbidden(reason)) => {
+        Err(Refused::Forbidden(reason)) if r.forbidden.is_some() => {
             tracing::info!(path = r.path, reason, "refused; reading namespace by namespace");
             let mut unread = vec![reason];
             let mut read = Vec::new();
-            for path in fallback {
+            for path in r.forbidden.iter().flatten() {
                 match list_path(client, &r, path, inv, objects, page, page_timeout).await {
                     Ok(()) => read.push(namespace_of(path)),
                     Err(Refused::Forbidden(reason)) => unread.push(reason),
