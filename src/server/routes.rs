@@ -175,7 +175,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     app.metrics.encode(&mut body);
     if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        crate::check::cluster::metrics::render(&mut body, &status);
+        crate::exposition::append(&mut body, status);
     }
     ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::exposition::CONTENT_TYPE))], body)
         .into_response()
