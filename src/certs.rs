@@ -1,9 +1,6 @@
-//! `longhorn-guard certs`: a self-signed CA and a serving certificate signed by it (rcgen).
-//!
-//! Files written into `--out`: `ca.crt`, `ca.key` (the CA, valid [`CA_VALIDITY_DAYS`]),
-//! `tls.crt`, `tls.key` (the serving certificate, valid [`LEAF_VALIDITY_DAYS`]). Keys are
-//! written with mode 0600, every file through a temporary file and a rename so a server
-//! polling the directory never reads half a file.
+//! `longhorn-guard certs`: a self-signed CA (`ca.crt`, `ca.key`) and a serving certificate
+//! signed by it (`tls.crt`, `tls.key`) in `--out`, made with rcgen; keys mode 0600, every file
+//! written through a temporary file and a rename.
 
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
