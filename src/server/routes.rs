@@ -279,6 +279,7 @@ mod tests {
         assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("0"), None);
         assert_eq!(parse_go_duration("x"), None);
         assert_eq!(parse_go_duration(""), None);
     }
