@@ -1,9 +1,6 @@
-//! `longhorn-guard certs`: a self-signed CA and a serving certificate signed by it (rcgen).
-//!
-//! Files written into `--out`: `ca.crt`, `ca.key` (the CA, valid [`CA_VALIDITY_DAYS`]),
-//! `tls.crt`, `tls.key` (the serving certificate, valid [`LEAF_VALIDITY_DAYS`]). Keys are
-//! written with mode 0600, every file through a temporary file and a rename so a server
-//! polling the directory never reads half a file.
+//! `longhorn-guard certs`: a self-signed CA (`ca.crt`, `ca.key`) and a serving certificate
+//! signed by it (`tls.crt`, `tls.key`) in `--out`, made with rcgen; keys mode 0600, every file
+//! written through a temporary file and a rename.
 
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
@@ -148,11 +145,8 @@ pub fn generate(opts: &CertsOptions) -> Result<Generated, CertsError> {
             (cert.pem(), key)
         }
     };
-    let issuer = Issuer::from_ca_cert_pem(&ca_pem, &ca_key).map_err(|e| CertsError::BadCa {
-        path: ca_cert_path.clone(),
-        what: "certificate",
-        message: e.to_string(),
-    })?;
+    let issuer = Issuer::from_ca_cert_pem(&ca_pem, &ca_key)
+        .map_err(|e| bad_ca(&ca_cert_path, "certificate", e.to_string()))?;
 
     let sans = subject_alt_names(opts);
     let mut params = CertificateParams::new(sans.clone())
@@ -218,54 +212,48 @@ fn load_ca(cert: &Path, key: &Path) -> Result<Option<(String, KeyPair)>, CertsEr
     };
     let cert_pem = read(cert)?;
     let key_pem = read(key)?;
-    let key_pair = KeyPair::from_pem(&key_pem).map_err(|e| CertsError::BadCa {
-        path: key.to_path_buf(),
-        what: "key",
-        message: e.to_string(),
-    })?;
+    let key_pair = KeyPair::from_pem(&key_pem).map_err(|e| bad_ca(key, "key", e.to_string()))?;
     // Parse now so a broken certificate is reported against its own path.
-    Issuer::from_ca_cert_pem(&cert_pem, &key_pair).map_err(|e| CertsError::BadCa {
-        path: cert.to_path_buf(),
-        what: "certificate",
-        message: e.to_string(),
-    })?;
-    // A key from another CA would sign serving certificates that this CA cannot verify.
-    if ca_public_key(&cert_pem).as_deref() != Some(key_pair.subject_public_key_info().as_slice()) {
-        return Err(CertsError::BadCa {
-            path: key.to_path_buf(),
-            what: "key",
-            message: format!("it is not the key of the CA certificate {}", cert.display()),
-        });
-    }
-    if let Some(problem) = ca_unusable(&cert_pem, time::OffsetDateTime::now_utc()) {
-        return Err(CertsError::BadCa { path: cert.to_path_buf(), what: "certificate", message: problem });
-    }
+    Issuer::from_ca_cert_pem(&cert_pem, &key_pair).map_err(|e| bad_ca(cert, "certificate", e.to_string()))?;
+    check_ca(&cert_pem, &key_pair, (cert, key), time::OffsetDateTime::now_utc())?;
     Ok(Some((cert_pem, key_pair)))
 }
 
-/// Why the CA certificate in `pem` cannot sign a serving certificate issued `now`: not a CA
-/// (no `basicConstraints` with `CA:TRUE`), or expired or expiring before that certificate
-/// would ([`LEAF_VALIDITY_DAYS`]), so clients would refuse it before its time.
-fn ca_unusable(pem: &str, now: time::OffsetDateTime) -> Option<String> {
+/// Why the CA certificate `pem` (at `cert`) cannot sign a serving certificate issued `now`: its
+/// key (at `key`) is not `key_pair` (its certificates would not verify), it is not a CA, or it
+/// expires before that certificate would ([`LEAF_VALIDITY_DAYS`]).
+fn check_ca(
+    pem: &str,
+    key_pair: &KeyPair,
+    paths: (&Path, &Path),
+    now: time::OffsetDateTime,
+) -> Result<(), CertsError> {
     use rustls::pki_types::pem::PemObject as _;
-    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
-    if !matches!(cert.basic_constraints(), Ok(Some(bc)) if bc.value.ca) {
-        return Some("it is not a CA certificate (no basicConstraints CA:TRUE)".into());
+    let (cert, key) = paths;
+    let unusable = |message: String| bad_ca(cert, "certificate", message);
+    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok();
+    let parsed = der.as_deref().and_then(|der| x509_parser::parse_x509_certificate(der).ok());
+    let spki = key_pair.subject_public_key_info();
+    let Some((_, ca)) = parsed.filter(|(_, c)| c.tbs_certificate.subject_pki.raw == spki) else {
+        let message = format!("it is not the key of the CA certificate {}", cert.display());
+        return Err(bad_ca(key, "key", message));
+    };
+    if !matches!(ca.basic_constraints(), Ok(Some(bc)) if bc.value.ca) {
+        return Err(unusable("it is not a CA certificate (no basicConstraints CA:TRUE)".into()));
     }
-    let not_after = cert.validity().not_after.to_datetime();
+    let not_after = ca.validity().not_after.to_datetime();
     let when = not_after
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|_| not_after.to_string());
     if not_after <= now {
-        return Some(format!("it expired at {when}"));
+        return Err(unusable(format!("it expired at {when}")));
     }
     if not_after < now + time::Duration::days(LEAF_VALIDITY_DAYS) {
-        return Some(format!(
+        return Err(unusable(format!(
             "it expires at {when}, before the serving certificate it would sign ({LEAF_VALIDITY_DAYS} days)"
-        ));
+        )));
     }
-    None
+    Ok(())
 }
 
 /// An RFC 1123 label, as Service and Namespace names are: what the DNS names of the
@@ -274,14 +262,6 @@ fn is_dns_label(s: &str) -> bool {
     let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     let b = s.as_bytes();
     (1..=63).contains(&b.len()) && ok(b[0]) && ok(b[b.len() - 1]) && b.iter().all(|c| ok(*c) || *c == b'-')
-}
-
-/// The DER SubjectPublicKeyInfo of the first certificate in `pem`, if it parses.
-fn ca_public_key(pem: &str) -> Option<Vec<u8>> {
-    use rustls::pki_types::pem::PemObject as _;
-    let der = rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
-    let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
-    Some(cert.tbs_certificate.subject_pki.raw.to_vec())
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory (created with
@@ -302,6 +282,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CertsErr
         let _ = std::fs::remove_file(&tmp);
     }
     result.map_err(err)
+}
+
+fn bad_ca(path: &Path, what: &'static str, message: String) -> CertsError {
+    CertsError::BadCa { path: path.to_path_buf(), what, message }
 }
 
 fn gen_err(what: &'static str, e: rcgen::Error) -> CertsError {

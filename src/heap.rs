@@ -1,9 +1,5 @@
 //! Handing freed heap back to the operating system after the few operations that allocate a
-//! lot for a moment: the watch's first sync and its relists, confirmations, check refreshes
-//! (and once a minute while probes run, [`crate::cluster::probe`]).
-//!
-//! glibc keeps freed memory resident in its arenas; `malloc_trim(0)` returns the free pages
-//! inside the heap (docs/scale.md). Other C libraries and systems have nothing to do here.
+//! lot for a moment (glibc's `malloc_trim`; docs/scale.md).
 #![allow(unsafe_code)]
 
 /// Returns freed heap pages to the operating system (glibc on Linux; elsewhere a no-op).

@@ -182,7 +182,9 @@ pub fn lint_inputs(inputs: &[Input], policy: &Policy) -> Report {
             Err(e) => findings.push(input_error(e)),
         }
     }
-    let global = settings_view(targets.iter());
+    // A view holding the Settings of every input (the last one of a name wins).
+    let global =
+        ClusterView::from_objects(Source::Direct, setting_objects(targets.iter()), SystemTime::now());
     // Each input's lines, split once: every finding looks up the line of its field.
     let lines: Vec<source::Lines<'_>> = inputs.iter().map(|i| source::Lines::new(&i.text)).collect();
     let mut own: Option<(usize, ClusterView)> = None;
@@ -201,11 +203,6 @@ pub fn lint_inputs(inputs: &[Input], policy: &Policy) -> Report {
     }
     findings.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     Report { findings, inputs: inputs.len() }
-}
-
-/// A view holding the given Settings (the last one of a name wins).
-fn settings_view<'a>(targets: impl Iterator<Item = &'a Target>) -> ClusterView {
-    ClusterView::from_objects(Source::Direct, setting_objects(targets), SystemTime::now())
 }
 
 fn setting_objects<'a>(targets: impl Iterator<Item = &'a Target>) -> Vec<Object> {

@@ -1,11 +1,6 @@
-//! The HTTPS admission server.
-//!
-//! axum routes ([`routes`]) served by hyper's HTTP/1.1 connection driver over a hand-written
-//! tokio-rustls accept loop ([`listener`]): one task per connection, at most
-//! `--max-connections` of them ([`cap`]), TLS 1.2/1.3 only with ALPN `http/1.1`. There is no
-//! plaintext port. Shutdown turns `/readyz` 503 at once, keeps serving for the shutdown delay
-//! (answering `Connection: close`), then stops accepting, lets in-flight requests finish and
-//! waits at most the shutdown grace period.
+//! The HTTPS admission server: axum routes ([`routes`]) served by hyper's HTTP/1.1 connection
+//! driver over a tokio-rustls accept loop ([`listener`]), at most `--max-connections`
+//! connections ([`cap`]), shut down in stages ([`Stage`]; docs/server.md).
 //!
 //! [`Server::bind`] is the library entry point (tests start the real server on port 0 with
 //! it); [`run`] is the `longhorn-guard serve` edge: configuration, signals, exit status.

@@ -3,9 +3,7 @@
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// Listeners for SIGTERM and SIGINT, registered when created: a signal that arrives any time
-/// after [`Termination::listen`] is seen by [`Termination::recv`], even one that comes before
-/// the first `recv` (registering them late, after the server started, left a window in which a
-/// SIGTERM killed the process at once instead of shutting it down).
+/// after [`Termination::listen`] is seen by [`Termination::recv`], even before the first `recv`.
 pub struct Termination {
     term: Option<Signal>,
     int: Option<Signal>,

@@ -1,8 +1,6 @@
-//! TLS for the server: rustls configuration with a certificate resolver that reloads the key
-//! pair from disk. The files are polled and compared byte for byte with what was last loaded
-//! (which also catches a Secret volume's `..data` symlink swap); a new pair is swapped in under
-//! a short write lock, and one that does not parse or match is logged and counted while the
-//! previous pair keeps serving.
+//! TLS for the server: rustls configuration with a certificate resolver that polls the key pair
+//! on disk, swaps in a changed pair that parses and matches, and keeps serving the previous one
+//! (logged and counted) otherwise.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};

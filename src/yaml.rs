@@ -1,8 +1,5 @@
-//! YAML parsing limits sized to the input, and the names of JSON types for messages.
-//!
-//! serde-saphyr's default budget refuses a snapshot of a few hundred volumes: the limits that
-//! count what the text spells out grow with its length; those against expansion (aliases,
-//! anchors, depth) keep their defaults.
+//! YAML parsing limits that grow with the input (serde-saphyr's default budget refuses a
+//! snapshot of a few hundred volumes), and the names of JSON types for messages.
 
 /// "a string", "an array", ...: the JSON type of a value, for error messages.
 pub fn json_type(v: &serde_json::Value) -> &'static str {

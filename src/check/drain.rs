@@ -62,7 +62,7 @@ impl Scene {
 }
 
 /// One thing that keeps a drain from finishing, or that a drain needs a flag for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Finding {
     /// Stable id of the kind of finding (docs/drain.md).
@@ -98,10 +98,7 @@ impl Finding {
             blocks,
             reason,
             remedy,
-            flag: None,
-            selector: None,
-            counts: None,
-            pods: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -266,9 +263,9 @@ fn budget_finding(
         blocks,
         reason,
         remedy,
-        flag: None,
         selector: Some(b.selector_text()),
         counts: Some(b.counts()),
         pods,
+        ..Finding::default()
     }
 }

@@ -1,11 +1,6 @@
-//! Reading Multus' annotations the way Go's `encoding/json` fills a struct: an object key
-//! names a field when it equals the field's name ignoring case (Multus and Longhorn decode
-//! both annotations into Go structs, so `"Name"` and `"INTERFACE"` count as `name` and
-//! `interface` there, and must here).
-//!
-//! Go folds keys under Unicode simple case folding: for the ASCII field names read here, ASCII
-//! case plus `ſ` (an `s`) and the Kelvin sign (a `k`). Of two keys that fold to one field, the
-//! one spelt exactly like the field wins (Go takes the later one; Multus never writes both).
+//! Reading Multus' annotations as Go's `encoding/json` fills a struct: an object key names a
+//! field when it equals the field's name under Unicode simple case folding (`"INTERFACE"` is
+//! `interface`); of two keys for one field the exact spelling wins.
 
 use serde_json::{Map, Value};
 

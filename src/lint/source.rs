@@ -6,20 +6,12 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 /// Why an input could not be read. Shown as `path[:line]: reason`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}{}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default())]
 pub struct InputError {
     pub path: String,
     pub line: Option<usize>,
     pub reason: String,
-}
-
-impl std::fmt::Display for InputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.line {
-            Some(l) => write!(f, "{}:{l}: {}", self.path, self.reason),
-            None => write!(f, "{}: {}", self.path, self.reason),
-        }
-    }
 }
 
 /// One input text and the name it is shown under.

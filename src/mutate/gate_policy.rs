@@ -1,11 +1,6 @@
-//! The init gate as a MutatingAdmissionPolicy (`admissionregistration.k8s.io/v1`, GA in
-//! Kubernetes 1.36): the API server injects, in-process, what the webhook's patch
-//! ([`super::init_gate`]) injects, so an instance-manager pod created while no longhorn-guard
-//! pod is ready is gated all the same (docs/init-gate.md, "Without the webhook").
-//!
-//! One source of truth: the container and the volume are the webhook's own ([`gate_container`],
-//! [`podinfo_volume`]) with stand-ins for the per-pod parts and the policy's settings, which
-//! become CEL variables; the shipped manifests are the output (tests/it/gate_policy.rs).
+//! The init gate as a MutatingAdmissionPolicy: the API server injects what the webhook's patch
+//! ([`super::init_gate`]) injects, from the webhook's own container and volume with the per-pod
+//! parts and the policy's settings as CEL variables (docs/init-gate.md, "Without the webhook").
 //!
 //! Patch contract: lists are appended to with `add /spec/initContainers/-` (after adding an
 //! EMPTY list when the pod has none), never `add /spec/initContainers` with typed objects, which
@@ -19,8 +14,7 @@ use std::process::ExitCode;
 use serde_json::{json, Value};
 
 use super::init_gate::{
-    duration_text, gate_container, podinfo_volume, GateText, GATE_CONTAINER, PODINFO_VOLUME,
-    SERVICE_ACCOUNT_DIR,
+    gate_container, podinfo_volume, GateText, GATE_CONTAINER, PODINFO_VOLUME, SERVICE_ACCOUNT_DIR,
 };
 use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 use crate::gate::networks::NETWORKS_ANNOTATION;
@@ -101,7 +95,7 @@ pub fn render(gate: &GatePolicy) -> Result<[Value; 2], GatePolicyError> {
     let annotation = "variables.annotation";
     let variables = [
         ("image", cel::string(&gate.image)),
-        ("timeout", cel::string(&duration_text(gate.timeout))),
+        ("timeout", cel::string(&crate::policy::show(gate.timeout))),
         ("annotation", format!("object.metadata.annotations[{}].trim()", cel::string(NETWORKS_ANNOTATION))),
         ("entries", cel::entries(annotation)),
         ("readable", cel::readable(annotation, "variables.entries")),

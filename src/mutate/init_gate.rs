@@ -90,7 +90,7 @@ pub fn mutate_pod(
     }
 
     let container = gate_container(
-        &GateText { image: &policy.gate.image, timeout: &duration_text(policy.gate.timeout) },
+        &GateText { image: &policy.gate.image, timeout: &crate::policy::show(policy.gate.timeout) },
         &format_networks(&networks),
         service_account_mount_name(spec),
     );
@@ -109,11 +109,6 @@ pub fn mutate_pod(
         }
     }
     Ok(Decision::patched(Patch(ops)).rule("init-gate"))
-}
-
-/// A duration as `--timeout` takes it: `1m`, `1m30s`, `500ms`.
-pub fn duration_text(d: std::time::Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
 }
 
 /// `add /spec/<field>/-` to an existing list, or `add /spec/<field>` with a new one-item list.
@@ -212,11 +207,11 @@ mod tests {
     fn timeout_text_parses_back() {
         for secs in [1, 60, 90, 3600] {
             let d = std::time::Duration::from_secs(secs);
-            assert_eq!(crate::policy::duration::parse(&duration_text(d)).unwrap(), d);
+            assert_eq!(crate::policy::duration::parse(&crate::policy::show(d)).unwrap(), d);
         }
         let d = std::time::Duration::from_millis(1500);
-        assert_eq!(duration_text(d), "1s500ms");
-        assert_eq!(crate::policy::duration::parse(&duration_text(d)).unwrap(), d);
+        assert_eq!(crate::policy::show(d), "1s500ms");
+        assert_eq!(crate::policy::duration::parse(&crate::policy::show(d)).unwrap(), d);
     }
 
     #[test]

@@ -253,28 +253,16 @@ impl Policy {
 }
 
 /// A duration in the one style the policy file documents: `8d`, `1h30m`, `1m1s`, `500ms`
-/// (units `d`, `h`, `m`, `s`, `ms`, `us`, `ns`; `0s` for zero). It parses back to itself.
+/// (`0s` for zero): humantime's, without spaces and with whole days. It parses back to itself.
 pub fn show(d: Duration) -> String {
-    const UNITS: [(u64, &str); 4] = [(86_400, "d"), (3600, "h"), (60, "m"), (1, "s")];
-    let mut out = String::new();
-    let mut secs = d.as_secs();
-    for (size, unit) in UNITS {
-        if secs >= size {
-            out.push_str(&format!("{}{unit}", secs / size));
-            secs %= size;
-        }
+    let days = d.as_secs() / 86_400;
+    let rest =
+        humantime::format_duration(d - Duration::from_secs(days * 86_400)).to_string().replace(' ', "");
+    match (days, rest.as_str()) {
+        (0, _) => rest,
+        (_, "0s") => format!("{days}d"),
+        _ => format!("{days}d{rest}"),
     }
-    let nanos = d.subsec_nanos();
-    for (size, unit) in [(1_000_000, "ms"), (1_000, "us"), (1, "ns")] {
-        let n = (nanos / size) % 1000;
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    if out.is_empty() {
-        out.push_str("0s");
-    }
-    out
 }
 
 /// Durations as Go-style strings (`"90s"`, `"10m"`, `"1h30m"`, `"500ms"`) or whole seconds.

@@ -1,9 +1,6 @@
-//! Replica-count rules for Settings, Volumes and StorageClasses (`rule: replicas`).
-//!
-//! Below the policy minimum a rule warns (`replicas.action: warn`) or denies with 422 `Invalid`
-//! and a field cause (`deny`), but only a count the request lowers (a CREATE, or an UPDATE to a
-//! lower count); unreadable values are Longhorn's to reject and allowed with a warning. This
-//! file holds what the three rules share; each rule lives in a file of its own.
+//! Replica-count rules for Settings, Volumes and StorageClasses (`rule: replicas`): below the
+//! policy minimum a count the request lowers is warned about or denied with 422 `Invalid`
+//! (docs/replicas.md). This file holds what the three rules share.
 
 pub mod admission_policy;
 mod default_count;

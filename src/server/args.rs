@@ -4,8 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The largest `--max-body-bytes` (64 MiB): far past any AdmissionReview (the API server caps
-/// requests at 3 MiB, a review holds two objects), and what one body may take in memory.
+/// The largest `--max-body-bytes`: far past any AdmissionReview (docs/server.md).
 pub const MAX_BODY_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Arguments of `longhorn-guard serve`.

@@ -1,24 +1,7 @@
-//! Reading a webhook request's body within `--max-body-bytes`, and the memory budget every
-//! body in flight shares. (Gap: tower-http's `RequestBodyLimit` answers 413 with its own text,
-//! does not drain the rest so the client sees it, and shares no memory budget.)
-//!
-//! A decision parses its body into a JSON tree that can take about 20 times the body's size
-//! (an array of small numbers: 2 bytes of text, 32 of tree), so a few bodies near the limit
-//! at once could pass the Deployment's memory limit, and an OOM kill blocks every drain (the
-//! eviction webhook fails closed). A body therefore takes a share of one budget of
-//! `--max-body-bytes` (in KiB) once it has arrived whole, and holds it until its answer is
-//! ready: the API server's own bodies (an eviction is about 1 KiB, a pod tens of KiB) never wait
-//! for each other; a body near the limit waits for its turn within its request's deadline.
-//! Turns are first come, first served (tokio's semaphore is fair), so a small body that arrives
-//! behind a waiting large one waits until that one has its share.
-//!
-//! The bytes themselves are bounded as they arrive: a body that grows past [`MAX_RESERVE`]
-//! (64 KiB) takes its declared length (the limit without one) from a second budget, again
-//! `--max-body-bytes` in KiB, before it is read further. So many clients sending large bodies
-//! at once wait for each other instead of being buffered side by side (thirty 7 MiB bodies took
-//! 370 MB before), the API server's small bodies never use it, and a client that declares a
-//! large body and sends nothing holds none of it. A body reserves all it needs at once or
-//! nothing: none waits for the budget holding part of it.
+//! Reading a webhook request's body within `--max-body-bytes`, and the two memory budgets
+//! (received, being decided) every body in flight shares (docs/server.md, `--max-body-bytes`).
+//! (Gap: tower-http's `RequestBodyLimit` answers 413 with its own text, does not drain the
+//! rest so the client sees it, and shares no memory budget.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,9 +78,7 @@ pub struct BodyShare {
 }
 
 impl BodyShare {
-    /// The share of a body of `bytes`, taken all at once when the whole body has arrived: a
-    /// body never holds part of the budget while it waits for more (two bodies could then
-    /// wait for each other), and a client that declares a body and sends nothing holds none.
+    /// The share of a body of `bytes`, taken all at once when the whole body has arrived.
     async fn take(budget: &BodyBudget, bytes: u64, received: Option<OwnedSemaphorePermit>) -> Self {
         // The semaphore is never closed.
         let permit = budget.kib.clone().acquire_many_owned(budget.kib_of(bytes)).await.ok();
@@ -137,9 +118,7 @@ pub async fn read_body(
     // A body's reservation of its bytes, once it grows past [`MAX_RESERVE`].
     let mut received = None;
     loop {
-        // Once the answer is a 413, the rest is drained only while it keeps coming, and for
-        // [`DRAIN_FOR`] at most: a client that declared more than it sends, or trickles it,
-        // gets the 413 now, not at the request deadline.
+        // Once the answer is a 413, the rest is drained only while it keeps coming.
         let next = match drain_until {
             Some(until) => {
                 let pause = (tokio::time::Instant::now() + DRAIN_PAUSE).min(until);
@@ -166,9 +145,7 @@ pub async fn read_body(
             }
             continue;
         }
-        // Past [`MAX_RESERVE`] a body reserves its declared length (the limit without one)
-        // before it is read further: a client that declares a large body and sends nothing
-        // holds nothing.
+        // Past [`MAX_RESERVE`] a body reserves its declared length (the limit without one).
         if received.is_none() && total > MAX_RESERVE {
             received = budget.receive(declared.unwrap_or(max)).await;
         }

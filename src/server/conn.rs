@@ -1,15 +1,10 @@
-//! Per-connection timeouts that hyper does not separate (the gap: hyper's header timer also runs
-//! while a kept-alive connection is idle): the time to send a request's headers once the first
-//! byte arrived (short, against slow clients) and the time a kept-alive connection may sit idle
-//! between requests (long, longer than the API server's own idle timeout, so that it is the
-//! client that closes idle connections and never races a request against the server's close).
+//! Per-connection timeouts hyper does not separate (its header timer also runs while a
+//! kept-alive connection is idle): the headers of a request once its first byte arrived, and
+//! the idle time between requests (docs/server.md).
 //!
-//! [`watched`] wraps the connection's IO (tokio-util's `InspectReader`) and notes the first byte
-//! of each request; [`Phase`] is moved to busy when hyper hands the request to the service and
-//! back to idle when the response is ready; [`Phase::watchdog`] resolves when a limit is
-//! exceeded. The state and the time it was entered are kept together, so the watchdog never
-//! pairs a new state with an old time. [`Phase::evict`] asks the connection's task to close it
-//! (used at the connection cap, only for connections with no request under way).
+//! [`watched`] notes each request's first byte, [`Phase`] is busy from the request handed to
+//! the service to its response, [`Phase::watchdog`] resolves when a limit is exceeded, and
+//! [`Phase::evict`] asks the connection's task to close it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

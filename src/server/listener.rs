@@ -1,11 +1,6 @@
-//! The accept loop and one task per connection, through the shutdown stages.
-//!
-//! Shutdown runs in three stages ([`Stage`]): `Serving`; `Draining` for `--shutdown-delay`
-//! (`/readyz` is 503, the listener still accepts and every response carries
-//! `Connection: close`, so clients re-dial a ready replica); `Closing` (the listener is
-//! closed, each connection finishes the request it has, or its first one if it has none yet,
-//! and closes; idle kept-alive connections close at once). Whatever is still open after
-//! `--shutdown-grace` is cut.
+//! The accept loop and one task per connection, through the shutdown stages ([`Stage`]):
+//! `Draining` keeps accepting and answers `Connection: close`; `Closing` closes the listener,
+//! lets each connection finish its request and cuts what is open after `--shutdown-grace`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

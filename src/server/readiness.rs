@@ -1,15 +1,8 @@
-//! `/readyz` that follows the cluster view. A replica whose view has been unproven
-//! ([`Unproven`]) for `--unready-after`, with no consistent read (probe or confirmation)
-//! answered within `drain.maxViewAge`, answers 503 with the reason. With probes, a view has been unproven since its
-//! oldest kind's data last arrived (its age counts, not only the time past `drain.maxViewAge`
-//! or since a watch failed), so a replica whose API server went silent or died is unready
-//! `--unready-after` after its last proof: it can neither allow from its view nor confirm
-//! with reads, so every eviction it gets is a 429 "could not confirm". A Service then sends the
-//! reviews to a replica that can answer. It is ready again as soon as the view is proven, or
-//! a consistent read is answered. docs/drain.md, "Readiness", has the trade-off.
-//!
-//! [`Readiness::observe`] is called on every `/readyz` and `/metrics` and by a ticker
-//! ([`TICK`]), so flips are counted and logged when they happen, not when someone asks.
+//! `/readyz` that follows the cluster view: 503 with the reason once the view has been
+//! unproven ([`Unproven`]) for `--unready-after` with no consistent read answered within
+//! `drain.maxViewAge`, ready again once it is proven or a read is answered (docs/drain.md,
+//! "Readiness"). [`Readiness::observe`] also runs on each [`TICK`], so flips are counted and
+//! logged when they happen.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;

@@ -145,31 +145,10 @@ pub fn request_deadline(configured: Duration, query: Option<&str>) -> Duration {
     configured.min(api.saturating_sub(margin))
 }
 
-/// Parses a Go `time.Duration` string as the API server writes it (`10s`, `1m30s`, `500ms`).
+/// A Go `time.Duration` string as the API server writes it (`10s`, `1m30s`, `500ms`); a bare
+/// number is not one.
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let n: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        rest = &rest[unit_end..];
-        total += n * scale;
-    }
-    Duration::try_from_secs_f64(total).ok()
+    humantime::parse_duration(s).ok().filter(|_| s != "0")
 }
 
 async fn healthz() -> Response {
@@ -196,7 +175,7 @@ async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     app.metrics.encode(&mut body);
     if let Some(checks) = &app.checks {
         let status = checks.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        crate::check::cluster::metrics::render(&mut body, &status);
+        crate::exposition::append(&mut body, status);
     }
     ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::exposition::CONTENT_TYPE))], body)
         .into_response()
@@ -300,6 +279,7 @@ mod tests {
         assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
         assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("0"), None);
         assert_eq!(parse_go_duration("x"), None);
         assert_eq!(parse_go_duration(""), None);
     }

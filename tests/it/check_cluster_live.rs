@@ -6,6 +6,7 @@ use crate::support;
 use std::time::Duration;
 
 use longhorn_guard::check::cluster::live;
+use longhorn_guard::cluster::client::READ_TIMEOUT;
 use support::apiserver::FakeApi;
 use support::generated::*;
 
@@ -16,7 +17,8 @@ async fn instance_managers_are_read_a_few_per_page() {
     let items =
         state(&Layout { volumes: 6, replica_nodes: &["node-1", "node-2", DRAINED], failed_elsewhere: 0 });
     let fake = FakeApi::start(items, Duration::ZERO).await;
-    let (_, view) = live::read_with(&fake.client()).await.expect("the stand-in serves every kind");
+    let (_, view) =
+        live::read_within(&fake.client(), READ_TIMEOUT).await.expect("the stand-in serves every kind");
     assert!(view.counts().iter().any(|(_, n)| *n > 0));
     let lists = |plural: &str| -> Vec<String> {
         let path = format!("/apis/longhorn.io/v1beta2/namespaces/longhorn-system/{plural}?");

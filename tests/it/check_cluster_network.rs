@@ -8,6 +8,7 @@ use crate::support;
 use std::time::SystemTime;
 
 use longhorn_guard::check::cluster::{live, load_snapshot, Check, Finding, Report, Severity};
+use longhorn_guard::cluster::client::READ_TIMEOUT;
 use longhorn_guard::policy::Policy;
 use serde_json::{json, Value};
 use support::apiserver::FakeApi;
@@ -307,7 +308,7 @@ async fn live_daemonsets_are_listed_cluster_wide_or_namespace_by_namespace_when_
 
     // Readable: one paginated cluster-wide LIST.
     let fake = FakeApi::start(items.clone(), std::time::Duration::ZERO).await;
-    let (inv, view) = live::read_with(&fake.client()).await.unwrap();
+    let (inv, view) = live::read_within(&fake.client(), READ_TIMEOUT).await.unwrap();
     let r = Report::build(&inv, &view, &Policy::default(), SystemTime::now());
     let got = network(&r);
     assert_eq!(got.len(), 2, "{got:?}");
@@ -323,7 +324,8 @@ async fn live_daemonsets_are_listed_cluster_wide_or_namespace_by_namespace_when_
         &["/apis/apps/v1/daemonsets", "/apis/apps/v1/namespaces/kube-system/daemonsets"],
     )
     .await;
-    let (inv, view) = live::read_with(&fake.client()).await.expect("a refused DaemonSet read is not fatal");
+    let (inv, view) =
+        live::read_within(&fake.client(), READ_TIMEOUT).await.expect("a refused DaemonSet read is not fatal");
     let r = Report::build(&inv, &view, &Policy::default(), SystemTime::now());
     let got = network(&r);
     assert_eq!(

@@ -193,7 +193,7 @@ fn timeouts_are_written_as_the_webhook_writes_them() {
             map["spec"]["variables"].as_array().unwrap().iter().find(|v| v["name"] == "timeout").unwrap();
         assert_eq!(var["expression"], serde_json::json!(serde_json::to_string(&want).unwrap()), "{given}");
         let d = longhorn_guard::policy::config::duration::parse(&given).unwrap();
-        assert_eq!(longhorn_guard::mutate::init_gate::duration_text(d), want.as_str().unwrap(), "{given}");
+        assert_eq!(longhorn_guard::policy::show(d), want.as_str().unwrap(), "{given}");
     }
 }
 

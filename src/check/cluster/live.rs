@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::inventory::Inventory;
+use crate::cluster::client::READ_TIMEOUT;
 use crate::cluster::readset::RESOURCES;
 use crate::cluster::{
     ClusterView, Object, ObjectKind, Source, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
@@ -115,15 +116,10 @@ pub async fn read() -> Result<(Inventory, ClusterView), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
-    read_with(&client).await
+    read_within(&client, READ_TIMEOUT).await
 }
 
-/// [`read`] with a given client.
-pub async fn read_with(client: &kube::Client) -> Result<(Inventory, ClusterView), String> {
-    read_within(client, PAGE_TIMEOUT).await
-}
-
-/// [`read_with`], each page answered within `page_timeout` or the read fails.
+/// [`read`] with a given client, each page answered within `page_timeout` or the read fails.
 pub async fn read_within(
     client: &kube::Client,
     page_timeout: Duration,
@@ -139,7 +135,7 @@ pub async fn read_within(
 /// Only the [`Inventory`]: what `serve` reads on each refresh, next to the view its watches
 /// keep (so the drain kinds are never held twice).
 pub async fn read_inventory(client: &kube::Client) -> Result<Inventory, String> {
-    read_into(client, None, REFRESH_PAGE, 1, PAGE_TIMEOUT).await
+    read_into(client, None, REFRESH_PAGE, 1, READ_TIMEOUT).await
 }
 
 /// Lists every kind, folding pages into the inventory; view objects go to `objects` if given.
@@ -161,9 +157,6 @@ async fn read_into(
     Ok(inv.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// The longest one page may take.
-const PAGE_TIMEOUT: Duration = crate::cluster::client::READ_TIMEOUT;
-
 async fn list_kind(
     client: &kube::Client,
     r: Read,
@@ -172,15 +165,12 @@ async fn list_kind(
     page: u32,
     page_timeout: Duration,
 ) -> Result<(), String> {
-    let Some(fallback) = &r.forbidden else {
-        return list_path(client, &r, &r.path, inv, objects, page, page_timeout).await.map_err(String::from);
-    };
     match list_path(client, &r, &r.path, inv, objects, page, page_timeout).await {
-        Err(Refused::Forbidden(reason)) => {
+        Err(Refused::Forbidden(reason)) if r.forbidden.is_some() => {
             tracing::info!(path = r.path, reason, "refused; reading namespace by namespace");
             let mut unread = vec![reason];
             let mut read = Vec::new();
-            for path in fallback {
+            for path in r.forbidden.iter().flatten() {
                 match list_path(client, &r, path, inv, objects, page, page_timeout).await {
                     Ok(()) => read.push(namespace_of(path)),
                     Err(Refused::Forbidden(reason)) => unread.push(reason),

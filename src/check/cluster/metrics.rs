@@ -1,7 +1,6 @@
 //! The `check cluster` findings as Prometheus gauges, refreshed by `serve` on a schedule:
 //! counts by check and severity (never one series per object), per-node drain readiness, and
-//! when the checks last ran. `serve` keeps a [`ChecksStatus`] and appends [`render`] to
-//! `/metrics`.
+//! when the checks last ran. `serve` keeps a [`ChecksStatus`] and appends it to `/metrics`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -118,11 +117,6 @@ pub async fn refresh_loop(
     }
 }
 
-/// Appends the gauges and counters in the Prometheus text format.
-pub fn render(out: &mut String, status: &ChecksStatus) {
-    crate::exposition::append(out, status.clone());
-}
-
 impl Collector for ChecksStatus {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut f = family(
@@ -183,7 +177,7 @@ mod tests {
         let status = SharedChecks::default();
         run_once(&status, &inv, &view, &Policy::default());
         let mut out = String::new();
-        render(&mut out, &status.lock().unwrap());
+        crate::exposition::append(&mut out, status.lock().unwrap().clone());
         assert_eq!(out.matches("longhorn_guard_findings{").count(), 30);
         assert!(
             out.contains("longhorn_guard_findings{check=\"backup-target\",severity=\"error\"} 1\n"),

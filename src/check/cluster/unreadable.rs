@@ -1,8 +1,5 @@
-//! Objects `check cluster` could not read: left out of the checks, and reported under the
-//! check each kind feeds, as an error (that check's answer may be incomplete).
-//!
-//! One malformed object (a Snapshot whose `status.size` is a string, a Volume with a
-//! non-numeric `numberOfReplicas`) must not blind the whole checklist, nor vanish silently.
+//! Objects `check cluster` could not read: left out of the checks, so one malformed object
+//! does not blind the checklist, and reported as an error under the check each kind feeds.
 
 use std::collections::BTreeMap;
 

@@ -1,10 +1,5 @@
 //! Longhorn's instance-manager PodDisruptionBudgets: which the guard's analysis needs and which
-//! are stale, with what Longhorn itself does about them.
-//!
-//! Longhorn (`syncInstanceManagerPDB`) keeps one budget per instance manager, `minAvailable: 1`
-//! on its pod. It deletes budgets of instance managers that are gone; for a `running` one it
-//! deletes the budget on a cordoned node once `canDeleteInstanceManagerPDB` passes, and creates
-//! it on a schedulable node; one not running keeps its budget as it is.
+//! are stale, with what Longhorn's `syncInstanceManagerPDB` does about them (docs/drain.md).
 
 use std::collections::BTreeSet;
 

@@ -1,10 +1,6 @@
-//! `check drain --all`: a maintenance plan over every Longhorn node, from the same analysis the
-//! webhook runs. Which nodes can be drained now, one at a time; a batch that can go together
-//! without stranding a volume; and for the rest what each waits for.
-//!
-//! The batch is greedy, in node-name order: a node joins when, with it and the batch so far
-//! cordoned (a cordoned node's replicas protect nothing in the analysis), neither it nor any
-//! member whose volumes it shares would block. It is one batch that works, not the largest.
+//! `check drain --all`: a maintenance plan over every Longhorn node from the webhook's own
+//! analysis: which nodes can be drained now, one greedy batch that can go together, and what
+//! the rest wait for (docs/drain.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;

@@ -1,9 +1,6 @@
-//! What Longhorn says about the pods that use a volume: `status.kubernetesStatus.workloadsStatus`
-//! and `lastPodRefAt` (set once no pod is left; `null`: none listed since the PV was bound).
-//!
-//! A volume attached with no pod listed now was attached by Longhorn itself (a backup, a clone,
-//! a replica eviction...) or from its UI: a drain denial then cannot just say "move its
-//! workload". Only that much is kept, no pod names.
+//! What Longhorn says about the pods that use a volume (`status.kubernetesStatus`
+//! `workloadsStatus` and `lastPodRefAt`): only whether one is listed, no pod names, so a drain
+//! denial can tell a volume Longhorn attached itself from one a workload holds.
 
 use serde::de::Deserializer;
 use serde::Deserialize;

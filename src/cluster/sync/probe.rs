@@ -1,11 +1,9 @@
 //! Probes: every `--freshness-probe-interval`, a consistent read of each watched kind that
-//! selects one name no object carries ([`PROBE_NAME`]). The answer's list resource version and
-//! the time the read was sent go to the view, which counts the kind as new as that time once its
-//! own watch has delivered that version ([`super::proof`]).
+//! selects one name no object carries ([`PROBE_NAME`]); its resource version and sending time
+//! prove the kind current once its watch delivered that version ([`super::proof`]).
 //!
 //! A name selector, not `limit=1`: kube-apiserver 1.31-1.33 sends a consistent LIST with a
-//! `limit` past its watch cache, and only a read the cache serves brings a quiet kind's
-//! BOOKMARKs up to the probe's version. Metadata only, should an object by that name exist.
+//! `limit` past its watch cache, which does not bring a quiet kind's BOOKMARKs up to it.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,8 +21,7 @@ pub const PROBE_NAME: &str = "longhorn-guard-freshness-probe";
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// How often the heap is trimmed while probes run ([`crate::heap::release_soon`]): the
-/// probes and the resumed watches allocate a little all the time, and glibc kept about
-/// 0.2 MiB more every few minutes of it (at 10,000 volumes) until trimmed.
+/// probes and the resumed watches allocate a little all the time.
 const TRIM_EVERY: Duration = Duration::from_secs(60);
 
 /// [`run`], started again a second after a panic (logged): probes that stopped would leave

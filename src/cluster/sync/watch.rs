@@ -1,12 +1,9 @@
 //! Filling the cluster view from live watches, one per kind, each object parsed once into its
-//! lean type ([`Watched`]). A (re)list is applied in one step when it completes, buffering only
-//! the keys of objects the view holds unchanged ([`Relist`]); the view is synced once every
-//! kind finished its first list.
+//! lean type ([`Watched`]); a (re)list is applied in one step when it completes ([`Relist`]).
 //!
-//! Any watch error marks its kind failing, which makes the whole view stale (drain allows are
-//! confirmed with consistent reads) until a completed list makes the kind current again: the
-//! watcher resumes from its resource version with backoff ([`RETRY_MIN`] to [`RETRY_MAX`]), and
-//! its first event after an error, a `410 Gone`, or [`RECHECK_AFTER`] of quiet starts a list.
+//! A watch error makes its kind, and so the view, stale until a completed list: the watcher
+//! retries with backoff ([`RETRY_MIN`] to [`RETRY_MAX`]), and its first event after an error,
+//! a `410 Gone`, or [`RECHECK_AFTER`] of quiet starts a list.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};

@@ -1,11 +1,6 @@
-//! CEL text for the gate's MutatingAdmissionPolicy: JSON values as CEL literals (typed object
-//! literals where the pod's schema has an object, plain maps where it has a map), and the
-//! reading of the networks annotation as [`crate::gate::networks::parse_networks`] reads it.
-//!
-//! The annotation is read by RE2 regular expressions that accept what `parse_networks` accepts,
-//! except a JSON form whose entries hold an object, a nested list, a string with a `\` escape or
-//! a repeated key, where the policy adds no gate and the webhook does; Longhorn writes none of
-//! these (docs/init-gate.md, "Without the webhook").
+//! CEL text for the gate's MutatingAdmissionPolicy: JSON values as CEL literals, and RE2
+//! expressions that read the networks annotation as [`crate::gate::networks::parse_networks`]
+//! does, but for forms Longhorn never writes (docs/init-gate.md, "Without the webhook").
 
 use serde_json::Value;
 

@@ -1,12 +1,7 @@
-//! One kind's list-then-watch with its progress in view: the list's resource version and every
-//! watch BOOKMARK's come out as [`Step::Progress`], which kube's watcher keeps to itself. The
-//! view compares them with the probes' consistent reads to prove a quiet kind current
-//! ([`crate::cluster::proof`]).
-//!
-//! The list is consistent (no `resourceVersion`) and paged; the watch resumes from the last
-//! resource version seen whenever the API server ends it (each `timeoutSeconds`), and a
-//! `410 Gone` starts over with a list. Errors come out as kube's [`watcher::Error`]s, so the
-//! caller's fault handling (and kube's backoff) reads them as it reads the kube watcher's.
+//! One kind's list-then-watch that yields its progress ([`Step::Progress`]: the list's
+//! resource version and each BOOKMARK's), which kube's watcher keeps to itself; the view
+//! compares them with the probes' reads ([`crate::cluster::proof`]). Errors are kube's
+//! [`watcher::Error`]s, read by the caller as it reads the kube watcher's.
 
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -1,8 +1,6 @@
-//! Keeps the cluster watches running. API errors are retried inside them; if they ever end or
-//! panic anyway (a bug), every kind is marked failing, so the view is stale (allows are
-//! confirmed with fresh reads) until the restarted watches have listed it again, and they are
-//! started again after a pause. A guard must never go on serving from a view that stopped
-//! moving: its denials are not re-read, so one would stand forever.
+//! Keeps the cluster watches running: if they ever end or panic (a bug), every kind is marked
+//! failing, so the view is stale until the restarted watches have listed it again; a guard
+//! must never serve from a view that stopped moving.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
