@@ -1,6 +1,7 @@
 //! How current the view is ([`Freshness`]), and the bookkeeping that keeps it: when each kind
 //! last received data, which watches are failing, which objects could not be read.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::{ClusterView, ObjectKind};
@@ -60,14 +61,19 @@ impl Freshness {
     }
 }
 
+/// The oldest of `times` over every kind, without allocating (every allow asks); `None` while
+/// some kind has none.
+fn oldest<T: Ord + Copy>(times: &HashMap<ObjectKind, T>) -> Option<T> {
+    ObjectKind::ALL.iter().try_fold(None, |min: Option<T>, k| {
+        let t = *times.get(k)?;
+        Some(Some(min.map_or(t, |m| m.min(t))))
+    })?
+}
+
 impl ClusterView {
     /// How current the view is: source, sync state, the age of its oldest kind, unreadable objects.
     pub fn freshness(&self) -> Freshness {
-        let updated_at = ObjectKind::ALL
-            .iter()
-            .map(|k| self.kind_updated.get(k).copied())
-            .collect::<Option<Vec<SystemTime>>>()
-            .and_then(|times| times.into_iter().min());
+        let updated_at = oldest(&self.kind_updated);
         let mut unreadable: Vec<String> = self
             .unreadable
             .iter()
@@ -77,12 +83,7 @@ impl ClusterView {
         let failing = self.failing.iter().map(|k| k.display()).collect();
         let monotonic_age = match self.source {
             Source::Snapshot(_) => None,
-            _ => ObjectKind::ALL
-                .iter()
-                .map(|k| self.kind_seen.get(k).copied())
-                .collect::<Option<Vec<Instant>>>()
-                .and_then(|seen| seen.into_iter().min())
-                .map(|t| t.elapsed()),
+            _ => oldest(&self.kind_seen).map(|t| t.elapsed()),
         };
         Freshness {
             source: self.source.clone(),
