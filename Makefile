@@ -17,8 +17,8 @@ help: ## List the targets
 build: ## Build the binary (debug)
 	$(CARGO) build --locked
 
-# Tests run 8 at a time on any machine: most of their time is spent waiting on timers, sockets
-# and child processes, not on a core (tests/it: 91 s with 2 at a time, 34 s with 8, on 2 cores).
+# Tests run TEST_THREADS at a time whatever the core count: most of them wait on timers,
+# sockets and child processes, not on a core (README, "Development").
 TEST_THREADS ?= 8
 
 test: ## Every check CI runs: fmt, clippy -D warnings, all tests
