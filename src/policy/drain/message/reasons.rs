@@ -12,10 +12,14 @@ use super::super::analysis::{
 use super::super::instances::{InstanceKind, UnmappedInstance};
 
 /// `reason; remedy` (or the reason alone when there is no remedy).
-fn explanation(reason: &Reason, remedy: &Remedy) -> String {
-    match remedy {
-        Remedy::None => reason.to_string(),
-        _ => format!("{reason}; {remedy}"),
+struct Explanation<'a>(&'a Reason, &'a Remedy);
+
+impl Display for Explanation<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Remedy::None => self.0.fmt(f),
+            remedy => write!(f, "{}; {remedy}", self.0),
+        }
     }
 }
 
@@ -24,18 +28,14 @@ pub struct Line<'a>(&'a str, &'a Reason, &'a Remedy);
 
 impl Display for Line<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.0, self.1)?;
-        match self.2 {
-            Remedy::None => Ok(()),
-            remedy => write!(f, "; {remedy}"),
-        }
+        write!(f, "{}: {}", self.0, Explanation(self.1, self.2))
     }
 }
 
 impl VolumeReport {
     /// `reason; remedy` (or the reason alone when there is no remedy).
     pub fn explanation(&self) -> String {
-        explanation(&self.reason, &self.remedy)
+        Explanation(&self.reason, &self.remedy).to_string()
     }
 
     /// `volume: reason; remedy` as one line.
