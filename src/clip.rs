@@ -50,6 +50,19 @@ fn breaks_lines(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
+/// True when `v` prints exactly `text`, compared as it is written (no copy of its text is made).
+pub fn prints_as(v: &impl std::fmt::Display, text: &str) -> bool {
+    struct Rest<'a>(&'a str);
+    impl std::fmt::Write for Rest<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 = self.0.strip_prefix(s).ok_or(std::fmt::Error)?;
+            Ok(())
+        }
+    }
+    let mut rest = Rest(text);
+    std::fmt::write(&mut rest, format_args!("{v}")).is_ok() && rest.0.is_empty()
+}
+
 /// `s` on one line: each run of white space (line breaks included) as one space.
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -69,6 +82,15 @@ pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prints_as_compares_the_whole_text_as_written() {
+        let v = format_args!("{} ago", 37);
+        assert!(prints_as(&v, "37 ago"));
+        for other in ["37 ag", "37 ago!", "", "36 ago"] {
+            assert!(!prints_as(&v, other), "{other:?}");
+        }
+    }
 
     #[test]
     fn short_strings_pass_long_ones_are_cut_with_a_marker() {

@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use super::super::instances::UnmappedInstance;
 use super::finding::{Override, Reason, Remedy};
-use crate::duration::coarse;
 use crate::output::{as_opt_text, as_text};
 
 /// What draining the node means for one volume.
@@ -209,27 +208,9 @@ pub enum WhyNot {
 
 impl WhyNot {
     /// True when both print the same words (ages as printed), so that replicas with them
-    /// share one clause.
+    /// share one clause: `other` is compared with `self`'s text as it is written.
     pub fn reads_same(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Failed { ago: Some(a), .. }, Self::Failed { ago: Some(b), .. }) => {
-                coarse(*a) == coarse(*b)
-            }
-            (Self::Failed { ago: None, at: a }, Self::Failed { ago: None, at: b }) => {
-                crate::decision::clip(a, 25) == crate::decision::clip(b, 25)
-            }
-            (
-                Self::Rebuilding { progress: p, stalled_for: a },
-                Self::Rebuilding { progress: q, stalled_for: b },
-            ) => p == q && a.map(coarse) == b.map(coarse),
-            (Self::InstanceManagerNotRunning(a), Self::InstanceManagerNotRunning(b)) => {
-                (a.is_empty() && b.is_empty())
-                    || a == b
-                    || (a.is_empty() && b == "unknown")
-                    || (b.is_empty() && a == "unknown")
-            }
-            _ => self == other,
-        }
+        crate::clip::prints_as(other, &self.to_string())
     }
 
     /// True when the replica's instance manager is the problem.
