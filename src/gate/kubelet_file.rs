@@ -63,12 +63,12 @@ pub fn unquote_go(s: &str) -> Result<String, String> {
                         let v = hex_digits(&mut chars, if e == 'u' { 4 } else { 8 })?;
                         let ch =
                             char::from_u32(v).ok_or_else(|| format!("escape {v:#x} is not a character"))?;
-                        out.extend_from_slice(ch.to_string().as_bytes());
+                        out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
                     }
                     other => return Err(format!("unknown escape \\{other}")),
                 }
             }
-            c => out.extend_from_slice(c.to_string().as_bytes()),
+            c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
         }
     }
     Ok(String::from_utf8_lossy(&out).into_owned())
