@@ -15,14 +15,13 @@ mod sites;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, analyze_volumes, carries_data, explain_volume, format_time,
-    override_reason, stalled_rebuilds, volume_unsafe, volume_verdict, volumes_on_node, Attachment, Clause,
-    Explained, Holds, Lead, NodeAnalysis, Override, Reason, Remedy, ReplicaReport, Rest, StalledRebuild,
-    Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, analyze_volumes, carries_data, format_time, override_reason,
+    stalled_rebuilds, volumes_on_node, Explained, Holds, NodeAnalysis, Reason, ReplicaReport, Rest,
+    StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use blockers::Blockers;
 pub use index::DrainIndex;
-pub use marks::{ProgressMark, RebuildMarks};
+pub use marks::RebuildMarks;
 
 /// The derived state the drain rule reads, each starting empty, for a view to keep current
 /// from the start ([`ClusterView::derive`]): the drain index, and when each rebuild was first
@@ -30,9 +29,7 @@ pub use marks::{ProgressMark, RebuildMarks};
 pub fn derivations() -> crate::cluster::Derivations {
     crate::cluster::Derivations::new(vec![Box::new(DrainIndex::default()), Box::new(RebuildMarks::default())])
 }
-pub use instances::{
-    engine_volume, engines_reported_by, volume_of_engine_name, EngineRef, InstanceKind, UnmappedInstance,
-};
+pub use instances::{engines_reported_by, volume_of_engine_name, UnmappedInstance};
 pub use message::{
     deny_message, impact, listed_in_denial, listed_in_warnings, reason_for, waits_for, warning_lines, Listing,
 };

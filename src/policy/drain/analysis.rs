@@ -123,25 +123,13 @@ pub fn explain_volume(
     Assessment::new(view, node, volume, in_ims, policy, now).explain(policy, node_override)
 }
 
-/// The verdict of draining `node` for `volume` (whose entries in the node's instance managers
-/// are `in_ims`), without the node's override. Time never changes it: ages and stall detection
-/// only change the wording (a stalled rebuild still keeps its replica from protecting, a failed
-/// replica never protects however long ago it failed), so the drain index may keep it until an
-/// object it reads changes. No text is built.
-pub fn volume_verdict(
-    view: &ClusterView,
-    node: &str,
-    volume: &str,
-    in_ims: &BTreeSet<InstanceKind>,
-    policy: &Policy,
-) -> Verdict {
-    Assessment::new(view, node, volume, Some(in_ims), policy, SystemTime::UNIX_EPOCH)
-        .verdict(policy.drain.protect_stopped_replicas)
-}
-
-/// Whether `volume` is not safe for a drain of `node` with `drain.protectStoppedReplicas`
-/// true and false, in that order, from one reading of its objects ([`volume_verdict`] for
-/// both settings; nothing else in the policy changes a verdict).
+/// Whether `volume` (whose entries in the node's instance managers are `in_ims`) is not safe
+/// for a drain of `node` with `drain.protectStoppedReplicas` true and false, in that order,
+/// from one reading of its objects, without the node's override. Nothing else in the policy
+/// changes a verdict, and time never does: ages and stall detection only change the wording (a
+/// stalled rebuild still keeps its replica from protecting, a failed replica never protects
+/// however long ago it failed), so the drain index may keep it until an object it reads
+/// changes. No text is built.
 pub fn volume_unsafe(
     view: &ClusterView,
     node: &str,

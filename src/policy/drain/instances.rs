@@ -5,20 +5,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::cluster::{ClusterView, Engine, InstanceManager};
+use crate::cluster::{ClusterView, Engine, InstanceManager, Name};
 
-/// Engine names that these instance managers report running; replica-only instance
-/// managers run no engine and are skipped.
+/// Engine names that these instance managers report running.
 pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for im in ims {
-        if matches!(im.spec.type_.as_str(), "replica") {
-            continue;
-        }
-        out.extend(im.status.instance_engines.keys().map(String::from));
-        out.extend(im.status.instance_engine_frontends.keys().map(String::from));
-    }
-    out
+    ims.into_iter().flat_map(entries).map(|(_, name)| name.to_string()).collect()
+}
+
+/// The engine and engine-frontend entries an instance manager runs; a replica-only one runs
+/// none.
+pub(super) fn entries(im: &InstanceManager) -> impl Iterator<Item = (InstanceKind, &Name)> {
+    let runs = im.spec.type_ != "replica";
+    let engines = im.status.instance_engines.keys().map(|k| (InstanceKind::Engine, k));
+    let frontends = im.status.instance_engine_frontends.keys().map(|k| (InstanceKind::EngineFrontend, k));
+    engines.chain(frontends).filter(move |_| runs)
 }
 
 /// What an instance manager runs for a volume besides replicas.
@@ -41,34 +41,19 @@ impl InstanceKind {
     }
 }
 
-/// An engine or engine-frontend name read under Longhorn's naming.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EngineRef<'a> {
-    pub volume: &'a str,
-    pub kind: InstanceKind,
-}
-
-/// Maps a name Longhorn generates for a volume's engine, `<volume>-e-<n>`
+/// The volume of a name Longhorn generates for a volume's engine, `<volume>-e-<n>`
 /// (`types.GenerateEngineNameForVolume`, v1 and v2), or engine frontend, `<volume>-ef-<n>`
-/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal, to the volume. Engines
-/// named by Longhorn 1.5 and earlier, `<volume>-e-<8 hex digits>` (`util.RandomID`), keep
-/// their name across upgrades until replaced, and map too.
-pub fn engine_volume(name: &str) -> Option<EngineRef<'_>> {
-    [("-e-", InstanceKind::Engine), ("-ef-", InstanceKind::EngineFrontend)].into_iter().find_map(
-        |(sep, kind)| {
-            let (volume, n) = name.rsplit_once(sep)?;
-            let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
-            let random_id = kind == InstanceKind::Engine
-                && n.len() == 8
-                && n.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            (!volume.is_empty() && (numbered || random_id)).then_some(EngineRef { volume, kind })
-        },
-    )
-}
-
-/// The volume an engine or engine-frontend name implies under Longhorn's naming.
-pub fn volume_of_engine_name(engine: &str) -> Option<&str> {
-    engine_volume(engine).map(|r| r.volume)
+/// (`types.GenerateEngineFrontendNameForVolume`, v2), `n` decimal. Engines named by Longhorn
+/// 1.5 and earlier, `<volume>-e-<8 hex digits>` (`util.RandomID`), keep their name across
+/// upgrades until replaced, and map too.
+pub fn volume_of_engine_name(name: &str) -> Option<&str> {
+    [("-e-", true), ("-ef-", false)].into_iter().find_map(|(sep, engine)| {
+        let (volume, n) = name.rsplit_once(sep)?;
+        let numbered = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+        let random_id =
+            engine && n.len() == 8 && n.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        (!volume.is_empty() && (numbered || random_id)).then_some(volume)
+    })
 }
 
 /// An engine or engine-frontend entry of an instance manager on the node that cannot be tied
@@ -98,20 +83,11 @@ pub(super) struct NodeInstances {
 pub(super) fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
     let mut out = NodeInstances::default();
     for im in view.instance_managers_on_node(node) {
-        if matches!(im.spec.type_.as_str(), "replica") {
-            continue;
-        }
         let im_name = im.metadata.name.as_deref().unwrap_or("");
-        let entries = im
-            .status
-            .instance_engines
-            .keys()
-            .map(|k| (InstanceKind::Engine, k))
-            .chain(im.status.instance_engine_frontends.keys().map(|k| (InstanceKind::EngineFrontend, k)));
-        for (kind, name) in entries {
+        for (kind, name) in entries(im) {
             match owner_of_entry(view, name) {
                 Some(volume) => {
-                    out.by_volume.entry(volume).or_default().insert(kind);
+                    out.by_volume.entry(volume.to_string()).or_default().insert(kind);
                 }
                 None => out.unmapped.push(UnmappedInstance {
                     instance_manager: im_name.to_string(),
@@ -128,12 +104,7 @@ pub(super) fn node_instances(view: &ClusterView, node: &str) -> NodeInstances {
 /// The volume an instance-manager entry belongs to: its Engine object's volume, else the
 /// volume its name implies when the view knows that volume (a Volume, or its replicas or
 /// engines).
-pub(super) fn owner_of_entry(view: &ClusterView, name: &str) -> Option<String> {
-    owner_of_entry_ref(view, name).map(str::to_string)
-}
-
-/// [`owner_of_entry`], borrowed from the view or the name.
-pub(super) fn owner_of_entry_ref<'a>(view: &'a ClusterView, name: &'a str) -> Option<&'a str> {
+pub(super) fn owner_of_entry<'a>(view: &'a ClusterView, name: &'a str) -> Option<&'a str> {
     if let Some(v) = view.engine(name).and_then(Engine::volume) {
         return Some(v);
     }
@@ -150,20 +121,21 @@ mod tests {
 
     #[test]
     fn names_map_as_longhorn_generates_them() {
-        let e = |volume| Some(EngineRef { volume, kind: InstanceKind::Engine });
-        let f = |volume| Some(EngineRef { volume, kind: InstanceKind::EngineFrontend });
         for (name, want) in [
-            ("vol-a-e-0", e("vol-a")),
-            ("pvc-546894e9-d41a-4e34-bfa8-a4442f8dce20-e-12", e("pvc-546894e9-d41a-4e34-bfa8-a4442f8dce20")),
-            ("vol-a-ef-0", f("vol-a")),
-            ("vol-a-ef-3", f("vol-a")),
+            ("vol-a-e-0", Some("vol-a")),
+            (
+                "pvc-546894e9-d41a-4e34-bfa8-a4442f8dce20-e-12",
+                Some("pvc-546894e9-d41a-4e34-bfa8-a4442f8dce20"),
+            ),
+            ("vol-a-ef-0", Some("vol-a")),
+            ("vol-a-ef-3", Some("vol-a")),
             // A volume whose own name looks like a suffix.
-            ("vol-e-1-e-0", e("vol-e-1")),
-            ("vol-ef-e-2", e("vol-ef")),
-            ("v-e-ef-0", f("v-e")),
-            ("a-e-b-ef-1", f("a-e-b")),
+            ("vol-e-1-e-0", Some("vol-e-1")),
+            ("vol-ef-e-2", Some("vol-ef")),
+            ("v-e-ef-0", Some("v-e")),
+            ("a-e-b-ef-1", Some("a-e-b")),
             // Longhorn 1.5 and earlier: 8 hex digits, for engines only.
-            ("vol-a-e-1a2b3c4d", e("vol-a")),
+            ("vol-a-e-1a2b3c4d", Some("vol-a")),
             ("vol-a-ef-1a2b3c4d", None),
             ("vol-a-e-1a2b3c4", None),
             ("vol-a-e-1A2B3C4D", None),
@@ -175,8 +147,7 @@ mod tests {
             ("vol-a-r-1a2b3c4d", None),
             ("vol-a", None),
         ] {
-            assert_eq!(engine_volume(name), want, "{name}");
+            assert_eq!(volume_of_engine_name(name), want, "{name}");
         }
-        assert_eq!(volume_of_engine_name("vol-a-ef-0"), Some("vol-a"));
     }
 }

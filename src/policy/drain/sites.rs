@@ -5,15 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::instances::{
-    owner_of_entry, owner_of_entry_ref, volume_of_engine_name, InstanceKind, UnmappedInstance,
-};
+use super::instances::{entries, owner_of_entry, volume_of_engine_name, InstanceKind, UnmappedInstance};
 use crate::cluster::name::{NameHashSet, NameMap};
 use crate::cluster::nameset::{self, NameSet};
 use crate::cluster::{ClusterView, InstanceManager, Name};
 
 /// One place an entry runs: (node, instance manager, kind of entry).
 type Site = (Name, Name, InstanceKind);
+
+/// An entry no known volume owns: (instance manager, kind, entry name).
+type Unmapped = (Name, InstanceKind, Name);
 
 /// Entry sites and the unmapped entries per node.
 #[derive(Clone, Debug, Default)]
@@ -23,22 +24,28 @@ pub(super) struct Sites {
     /// Volume implied by an entry's name -> those entry names.
     by_implied: NameMap<Name, NameSet>,
     /// Node -> (instance manager, kind, entry name) that no known volume owns.
-    unmapped: NameMap<Name, BTreeSet<(Name, InstanceKind, Name)>>,
+    unmapped: NameMap<Name, BTreeSet<Unmapped>>,
     dirty: NameHashSet<Name>,
 }
 
 /// The engine and engine-frontend entries of a non-replica instance manager with a node,
 /// each with its site.
 fn placed(im: Option<&InstanceManager>) -> BTreeSet<(Site, &Name)> {
-    let Some(im) = im.filter(|im| im.spec.type_ != "replica" && !im.spec.node_id.is_empty()) else {
+    let Some(im) = im.filter(|im| !im.spec.node_id.is_empty()) else {
         return BTreeSet::new();
     };
     let name = im.metadata.name.clone().unwrap_or_default();
-    let site = |kind| (im.spec.node_id.clone(), name.clone(), kind);
-    let engines = im.status.instance_engines.keys().map(|k| (site(InstanceKind::Engine), k));
-    let frontends =
-        im.status.instance_engine_frontends.keys().map(|k| (site(InstanceKind::EngineFrontend), k));
-    engines.chain(frontends).collect()
+    entries(im).map(|(kind, entry)| ((im.spec.node_id.clone(), name.clone(), kind), entry)).collect()
+}
+
+/// `key` on `node` is no longer unmapped.
+fn mapped(unmapped: &mut NameMap<Name, BTreeSet<Unmapped>>, node: &Name, key: &Unmapped) {
+    if let Some(set) = unmapped.get_mut(node) {
+        set.remove(key);
+        if set.is_empty() {
+            unmapped.remove(node);
+        }
+    }
 }
 
 impl Sites {
@@ -55,12 +62,7 @@ impl Sites {
         let mut changed = BTreeSet::new();
         for (site, entry) in before.difference(&after) {
             let (node, im, kind) = site;
-            if let Some(set) = self.unmapped.get_mut(node) {
-                set.remove(&(im.clone(), *kind, (*entry).clone()));
-                if set.is_empty() {
-                    self.unmapped.remove(node);
-                }
-            }
+            mapped(&mut self.unmapped, node, &(im.clone(), *kind, (*entry).clone()));
             if let Some(sites) = self.by_entry.get_mut(*entry) {
                 if let Ok(i) = sites.binary_search(site) {
                     sites.remove(i);
@@ -122,11 +124,8 @@ impl Sites {
                 let key = (im.clone(), *kind, entry.clone());
                 if unmapped {
                     self.unmapped.entry(node.clone()).or_default().insert(key);
-                } else if let Some(set) = self.unmapped.get_mut(node) {
-                    set.remove(&key);
-                    if set.is_empty() {
-                        self.unmapped.remove(node);
-                    }
+                } else {
+                    mapped(&mut self.unmapped, node, &key);
                 }
             }
         }
@@ -139,10 +138,10 @@ impl Sites {
 
     /// The entry names that may belong to `volume`: its Engine objects' names and the entries
     /// whose name implies it.
-    fn candidates<'a>(&'a self, view: &'a ClusterView, volume: &str) -> BTreeSet<&'a str> {
+    fn candidates<'a>(&'a self, view: &'a ClusterView, volume: &'a str) -> impl Iterator<Item = &'a str> {
         let objects = view.engines_of_volume(volume).filter_map(|e| e.metadata.name.as_deref());
         let implied = self.by_implied.get(volume).into_iter().flatten().map(Name::as_str);
-        objects.chain(implied).collect()
+        objects.chain(implied)
     }
 
     /// Per node, the kinds of entry that instance managers there run for `volume`.
@@ -154,7 +153,7 @@ impl Sites {
         let mut out: BTreeMap<Name, BTreeSet<InstanceKind>> = BTreeMap::new();
         for entry in self.candidates(view, volume) {
             let Some(sites) = self.by_entry.get(entry) else { continue };
-            if owner_of_entry_ref(view, entry) != Some(volume) {
+            if owner_of_entry(view, entry) != Some(volume) {
                 continue;
             }
             for (node, _, kind) in sites {
@@ -172,12 +171,10 @@ impl Sites {
         volume: &str,
         node: &str,
     ) -> BTreeSet<InstanceKind> {
-        let objects = view.engines_of_volume(volume).filter_map(|e| e.metadata.name.as_deref());
-        let implied = self.by_implied.get(volume).into_iter().flatten().map(Name::as_str);
         let mut out = BTreeSet::new();
-        for entry in objects.chain(implied) {
+        for entry in self.candidates(view, volume) {
             let Some(sites) = self.by_entry.get(entry) else { continue };
-            if !sites.iter().any(|(n, _, _)| n == node) || owner_of_entry_ref(view, entry) != Some(volume) {
+            if !sites.iter().any(|(n, _, _)| n == node) || owner_of_entry(view, entry) != Some(volume) {
                 continue;
             }
             out.extend(sites.iter().filter(|(n, _, _)| n == node).map(|(_, _, kind)| *kind));
