@@ -64,9 +64,6 @@ impl DrainIndex {
 
     /// The override reason on the Volume `volume` itself, if set ([`super::override_reason`]).
     pub fn volume_override(&self, volume: &str) -> Option<&str> {
-        if self.overrides.is_empty() {
-            return None;
-        }
         self.overrides.get(volume).map(String::as_str)
     }
 
@@ -91,15 +88,27 @@ impl DrainIndex {
 
     /// [`Self::mark`] for a volume named by a slice of another name.
     fn mark_str(&mut self, volume: Option<&str>) {
-        if let Some(v) = volume.filter(|v| !v.is_empty() && !self.dirty.contains(*v)) {
-            self.mark(Some(&Name::new(v)));
-        } else if let Some(v) = volume.filter(|v| !v.is_empty()) {
+        if let Some(v) = volume.filter(|v| !v.is_empty()) {
             self.sites.mark_volume(v);
+            if !self.dirty.contains(v) {
+                self.dirty.insert(Name::new(v));
+            }
         }
     }
 
     fn mark_replicas_on(&mut self, view: &ClusterView, node: &str) {
         for r in view.replicas_on_node(node) {
+            self.mark(r.volume_name());
+        }
+    }
+
+    /// Marks what a change of instance manager `name`'s state affects: the replicas on its node
+    /// (`node`, when known) and those that use it.
+    fn mark_instance_manager_users(&mut self, view: &ClusterView, name: &str, node: Option<&str>) {
+        if let Some(node) = node {
+            self.mark_replicas_on(view, node);
+        }
+        for r in view.replicas_using_instance_manager(name) {
             self.mark(r.volume_name());
         }
     }
@@ -137,32 +146,19 @@ impl DrainIndex {
 
     fn instance_manager_changed(&mut self, view: &ClusterView, old: Option<&InstanceManager>, name: &str) {
         let new = view.instance_manager(name);
-        let same_manager = match (old, new) {
-            (Some(a), Some(b)) => {
-                (&a.spec.node_id, &a.spec.type_, &a.spec.data_engine, &a.spec.image, &a.status.current_state)
-                    == (
-                        &b.spec.node_id,
-                        &b.spec.type_,
-                        &b.spec.data_engine,
-                        &b.spec.image,
-                        &b.status.current_state,
-                    )
-            }
-            _ => false,
-        };
+        fn key(m: &InstanceManager) -> [&Name; 5] {
+            [&m.spec.node_id, &m.spec.type_, &m.spec.data_engine, &m.spec.image, &m.status.current_state]
+        }
+        let same_manager = old.zip(new).is_some_and(|(a, b)| key(a) == key(b));
         for entry in self.sites.instance_manager_changed(old, new) {
             self.mark(view.engine(&entry).and_then(Engine::volume_name));
             self.mark_str(volume_of_engine_name(&entry));
         }
         if !same_manager {
-            for im in old.into_iter().chain(new) {
+            if let Some(im) = old {
                 self.mark_replicas_on(view, &im.spec.node_id);
             }
-            let users: Vec<Option<Name>> =
-                view.replicas_using_instance_manager(name).map(|r| r.volume_name().cloned()).collect();
-            for v in users {
-                self.mark(v.as_ref());
-            }
+            self.mark_instance_manager_users(view, name, new.map(|im| im.spec.node_id.as_str()));
         }
     }
 
@@ -201,24 +197,14 @@ impl DrainIndex {
                 let now = d.new.and_then(terminating);
                 // The first instance-manager pod arriving, or the last leaving, decides whether
                 // a missing one means anything (see `facts::instance_manager_pod_down`).
-                let was = before.is_some();
                 let is = now.is_some();
-                let first_or_last = was != is && view.instance_manager_pod_count() == usize::from(is);
-                if first_or_last {
+                if before.is_some() != is && view.instance_manager_pod_count() == usize::from(is) {
                     self.all_dirty = true;
                 } else if before != now {
                     // The pod is its instance manager's (same name): mark what that one marks
                     // when its state changes.
-                    if let Some(im) = view.instance_manager(d.name) {
-                        self.mark_replicas_on(view, &im.spec.node_id);
-                    }
-                    let users: Vec<Option<Name>> = view
-                        .replicas_using_instance_manager(d.name)
-                        .map(|r| r.volume_name().cloned())
-                        .collect();
-                    for v in users {
-                        self.mark(v.as_ref());
-                    }
+                    let node = view.instance_manager(d.name).map(|im| im.spec.node_id.as_str());
+                    self.mark_instance_manager_users(view, d.name, node);
                 }
             }
             Change::InstanceManager(d) => self.instance_manager_changed(view, d.old, d.name),

@@ -55,7 +55,7 @@ impl Cached {
         }
         match selector.volumes() {
             Some(volumes) => by_volume(&view, kind, volumes, &keep),
-            None => Some(select(&view, kind, keep))
+            None => Some(view.select(kind, &keep))
                 .filter(|objects| objects.iter().all(|o| labels::disagreement(o).is_none())),
         }
     }
@@ -95,15 +95,10 @@ fn by_volume(
             ObjectKind::Replica => take(&mut out, view.replicas_of_volume(v), keep, Object::Replica)?,
             ObjectKind::Engine => take(&mut out, view.engines_of_volume(v), keep, Object::Engine)?,
             // Other kinds carry no volume label: scan them as for any selector.
-            _ => return Some(select(view, kind, keep)),
+            _ => return Some(view.select(kind, keep)),
         }
     }
     Some(out)
-}
-
-/// Clones of the objects of `kind` whose metadata `keep` accepts.
-fn select(view: &ClusterView, kind: ObjectKind, keep: impl Fn(&Meta) -> bool) -> Vec<Object> {
-    view.select(kind, &keep)
 }
 
 #[cfg(test)]
