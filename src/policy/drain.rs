@@ -242,21 +242,26 @@ pub fn node_delete(
     if policy.drain.action == DrainAction::Off {
         return Ok(Decision::allow().rule("node-delete"));
     }
-    let name = match req.name() {
-        "" => old.metadata.name.as_deref().unwrap_or_default().to_string(),
-        n => n.to_string(),
-    };
+    let name = node_name(req, old);
     if name.is_empty() {
         return Err(RuleError::Missing { field: "name" });
     }
-    let mut d = guard(view, &name, policy, now, Act::Delete, override_reason(&old.metadata));
+    let mut d = guard(view, name, policy, now, Act::Delete, override_reason(&old.metadata));
     if d.allowed {
-        let left = view.replica_count_on_node(&name);
+        let left = view.replica_count_on_node(name);
         if left > 0 {
-            d.warnings.push(leftover_replicas(&name, left));
+            d.warnings.push(leftover_replicas(name, left));
         }
     }
     Ok(d)
+}
+
+/// The request's name, else the name of the Node it carries.
+fn node_name<'a>(req: &'a AdmissionRequest, node: &'a Node) -> &'a str {
+    match req.name() {
+        "" => node.metadata.name.as_deref().unwrap_or_default(),
+        n => n,
+    }
 }
 
 /// The warning for a deleted node that still holds `left` Longhorn replicas. The issue
@@ -294,18 +299,16 @@ pub fn node_update(
     if !cordon {
         return Decision::allow();
     }
-    let name = match req.name() {
-        "" => new.metadata.name.as_deref().unwrap_or_default().to_string(),
-        n => n.to_string(),
-    };
+    let name = node_name(req, new);
     if name.is_empty() {
-        return Decision::warn(vec![unreadable_update("it names no node")]).rule("cordon");
+        let warning = "longhorn-guard: could not read this Node update (it names no node); no drain preview";
+        return Decision::warn(vec![warning.to_string()]).rule("cordon");
     }
     let node_override = override_reason(&new.metadata);
-    let b = Blockers::of(view, &name, policy, node_override);
+    let b = Blockers::of(view, name, policy, node_override);
     let unmapped: Vec<&UnmappedInstance> = b.blocking_unmapped().collect();
     let mut d = Decision::allow().rule("cordon");
-    d.details.node = Some(name.clone());
+    d.details.node = Some(name.to_string());
     if b.blocking.is_empty() && unmapped.is_empty() {
         return d;
     }
@@ -316,17 +319,8 @@ pub fn node_update(
     );
     let shown = b.reports(&b.blocking, listed_in_warnings(policy), policy, now);
     let listing = Listing { shown: &shown, volumes: b.blocking.len(), unmapped: &unmapped };
-    d.warnings = warning_lines(head, &name, listing, policy);
+    d.warnings = warning_lines(head, name, listing, policy);
     d
-}
-
-/// The one warning for a cordon longhorn-guard cannot place; the reason is clipped so the
-/// line keeps its end within [`MAX_WARNING_LEN`].
-fn unreadable_update(why: &str) -> String {
-    const HEAD: &str = "longhorn-guard: could not read this Node update (";
-    const TAIL: &str = "); no drain preview";
-    let room = MAX_WARNING_LEN - HEAD.len() - TAIL.len();
-    format!("{HEAD}{}{TAIL}", clip(why, room))
 }
 
 /// The denial for an eviction (or, `deleting`, a node deletion) whose allow could not be
