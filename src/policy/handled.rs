@@ -85,7 +85,7 @@ impl Handled {
             Self::Eviction(_) => drain::eviction(req, view, policy, now),
             Self::NodeDelete { old } => drain::node_delete(req, old, view, policy, now),
             Self::NodeUpdate { new, old } => Ok(drain::node_update(req, new, old, view, policy, now)),
-            Self::Setting { new, old } => Ok(settings::setting(req, new, old.as_ref(), view, policy)),
+            Self::Setting { new, old } => Ok(settings::setting(req, new, old.as_ref(), policy)),
             Self::Volume { new, old } => Ok(replicas::volume(req, new, old.as_ref(), view, policy)),
             Self::StorageClass(sc) => Ok(replicas::storage_class(req, sc, view, policy)),
         }

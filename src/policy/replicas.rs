@@ -17,7 +17,8 @@ pub use default_count::{parse_default_count, suggested_count, DefaultCount};
 pub use setting::setting;
 pub use storage_class::storage_class;
 pub use volume::volume;
-pub use wording::{about, clip_middle, trade_off};
+use wording::about;
+pub use wording::clip_middle;
 
 /// Who speaks, at the start of every warning and denial message.
 pub const PREFIX: &str = "longhorn-guard: ";

@@ -2,7 +2,7 @@
 //! `storage-network`. These are always warnings, whatever `replicas.action` says.
 
 use crate::admission::AdmissionRequest;
-use crate::cluster::{ClusterView, Setting};
+use crate::cluster::Setting;
 use crate::decision::{Decision, MAX_WARNING_LEN};
 use crate::policy::replicas::{self, clip_middle, object_name, PREFIX};
 use crate::policy::{DrainAction, Policy};
@@ -10,16 +10,10 @@ use crate::policy::{DrainAction, Policy};
 /// `settings.longhorn.io` CREATE/UPDATE of `new` (`old`: an UPDATE's old object):
 /// `default-replica-count` in [`replicas::setting`], `node-drain-policy` and
 /// `storage-network` here.
-pub fn setting(
-    req: &AdmissionRequest,
-    new: &Setting,
-    old: Option<&Setting>,
-    view: &ClusterView,
-    policy: &Policy,
-) -> Decision {
+pub fn setting(req: &AdmissionRequest, new: &Setting, old: Option<&Setting>, policy: &Policy) -> Decision {
     let name = object_name(req, &new.metadata);
     if name == replicas::DEFAULT_REPLICA_COUNT {
-        return replicas::setting(req, new, old, view, policy);
+        return replicas::setting(req, new, old, policy);
     }
     let value = new.value.as_str();
     let old_value = old.map(|o| o.value.as_str());

@@ -4,26 +4,15 @@
 use std::collections::BTreeMap;
 
 use super::wording::trade_off;
-use super::{decide, object_name, parse_default_count, DefaultCount, Finding, DEFAULT_REPLICA_COUNT, PREFIX};
+use super::{decide, parse_default_count, DefaultCount, Finding, DEFAULT_REPLICA_COUNT, PREFIX};
 use crate::admission::AdmissionRequest;
-use crate::cluster::{ClusterView, Setting};
+use crate::cluster::Setting;
 use crate::decision::Decision;
 use crate::policy::Policy;
 
 /// `settings.longhorn.io` CREATE/UPDATE of `default-replica-count` to `new` (`old`: an
-/// UPDATE's old object), routed here by [`crate::policy::settings::setting`]; another name is
-/// allowed here without a finding.
-pub fn setting(
-    req: &AdmissionRequest,
-    new: &Setting,
-    old: Option<&Setting>,
-    _view: &ClusterView,
-    policy: &Policy,
-) -> Decision {
-    let name = object_name(req, &new.metadata);
-    if name != DEFAULT_REPLICA_COUNT {
-        return Decision::allow();
-    }
+/// UPDATE's old object), routed here by [`crate::policy::settings::setting`].
+pub fn setting(req: &AdmissionRequest, new: &Setting, old: Option<&Setting>, policy: &Policy) -> Decision {
     // The old counts, for an UPDATE: `None` for a CREATE or an unreadable old value.
     let old = old.and_then(|o| parse_default_count(&o.value).ok());
     let findings = match parse_default_count(&new.value) {
@@ -34,7 +23,7 @@ pub fn setting(
         )],
         Ok(count) => default_count_findings(&count, policy.replicas.minimum, old.as_ref()),
     };
-    decide(findings, policy, req, name)
+    decide(findings, policy, req, DEFAULT_REPLICA_COUNT)
 }
 
 /// One finding per distinct low count, naming every engine that has it. A finding is
