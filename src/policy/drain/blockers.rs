@@ -83,7 +83,7 @@ impl<'v> Blockers<'v> {
             }
         }
         let mut unmapped = match &sites {
-            Sites::Index(index) => index.unmapped_on(node),
+            Sites::Index(index) => index.sites.unmapped_on(node),
             Sites::Read(instances) => instances.unmapped.clone(),
         };
         for u in &mut unmapped {
@@ -111,7 +111,7 @@ impl<'v> Blockers<'v> {
     /// [`super::analyze_node`] gives it.
     pub fn report(&self, volume: &str, policy: &Policy, now: SystemTime) -> Explained {
         let kinds: BTreeSet<InstanceKind> = match &self.sites {
-            Sites::Index(index) => index.kinds_on(self.view, volume, self.node),
+            Sites::Index(index) => index.sites.of_volume_on(self.view, volume, self.node),
             Sites::Read(instances) => instances.by_volume.get(volume).cloned().unwrap_or_default(),
         };
         explain_volume(self.view, self.node, volume, Some(&kinds), policy, now, self.node_override.as_ref())

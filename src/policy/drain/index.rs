@@ -4,10 +4,9 @@
 //! whenever an object it reads changes; time never changes it, so nothing expires.
 
 use std::any::Any;
-use std::collections::BTreeSet;
 
 use super::analysis::{override_text, volume_unsafe};
-use super::instances::{volume_of_engine_name, InstanceKind, UnmappedInstance};
+use super::instances::volume_of_engine_name;
 use super::sites::Sites;
 use crate::cluster::name::{NameHashSet, NameMap};
 use crate::cluster::nameset::{self, Index, NameSet};
@@ -26,7 +25,7 @@ pub struct DrainIndex {
     /// Volume -> the nodes whose `strict` set holds it.
     placed: Index,
     /// Where instance managers run engine and engine-frontend entries; unmapped ones per node.
-    sites: Sites,
+    pub(super) sites: Sites,
     /// Volume -> its own override reason, for the Volumes whose allow-drain annotation is set:
     /// a decision reads the few there are here instead of each blocking volume's object.
     overrides: NameMap<Name, String>,
@@ -36,12 +35,7 @@ pub struct DrainIndex {
 
 impl DrainIndex {
     /// The volumes (in name order) that are not safe when `node` is drained under `policy`,
-    /// overrides not applied.
-    pub fn unsafe_volumes<'a>(&'a self, node: &str, policy: &Policy) -> impl Iterator<Item = &'a str> + 'a {
-        self.unsafe_set(node, policy).into_iter().flatten().map(Name::as_str)
-    }
-
-    /// [`Self::unsafe_volumes`] as the set the index keeps (`None`: empty).
+    /// overrides not applied (`None`: none).
     pub fn unsafe_set(&self, node: &str, policy: &Policy) -> Option<&NameSet> {
         let sets = if policy.drain.protect_stopped_replicas { &self.strict } else { &self.lenient };
         sets.get(node)
@@ -57,24 +51,14 @@ impl DrainIndex {
         now: std::time::SystemTime,
         node_override: Option<String>,
     ) -> super::NodeAnalysis {
-        let volumes =
-            self.unsafe_volumes(node, policy).map(|v| (v.to_string(), self.kinds_on(view, v, node)));
-        super::analyze_volumes(view, node, volumes, self.unmapped_on(node), policy, now, node_override)
+        let volumes = self.unsafe_set(node, policy).into_iter().flatten();
+        let volumes = volumes.map(|v| (v.to_string(), self.sites.of_volume_on(view, v, node)));
+        super::analyze_volumes(view, node, volumes, self.sites.unmapped_on(node), policy, now, node_override)
     }
 
     /// The override reason on the Volume `volume` itself, if set ([`super::override_reason`]).
     pub fn volume_override(&self, volume: &str) -> Option<&str> {
         self.overrides.get(volume).map(String::as_str)
-    }
-
-    /// The kinds of entry the instance managers on `node` run for `volume`.
-    pub(super) fn kinds_on(&self, view: &ClusterView, volume: &str, node: &str) -> BTreeSet<InstanceKind> {
-        self.sites.of_volume_on(view, volume, node)
-    }
-
-    /// The entries on `node` no known volume owns.
-    pub(super) fn unmapped_on(&self, node: &str) -> Vec<UnmappedInstance> {
-        self.sites.unmapped_on(node)
     }
 
     fn mark(&mut self, volume: Option<&Name>) {
