@@ -102,17 +102,6 @@ impl Decision {
         }
     }
 
-    /// Denied as 422 `Invalid` with one field cause (`FieldValueInvalid`), the way Longhorn's
-    /// own webhook reports an invalid value.
-    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
-        let mut d = Self::deny(422, "Invalid", message.clone());
-        if let Some(st) = d.status.as_mut() {
-            st.causes.push(Cause { type_: "FieldValueInvalid".into(), field: field.into(), message });
-        }
-        d
-    }
-
     /// Allowed with a JSON patch.
     pub fn patched(patch: json_patch::Patch) -> Self {
         Self { patch: Some(patch), ..Self::allow() }
@@ -189,13 +178,5 @@ mod tests {
         assert_eq!(d.warnings.len(), MAX_WARNINGS);
         assert!(d.warnings.iter().all(|w| w.chars().count() <= MAX_WARNING_LEN));
         assert_eq!(d.warnings.last().unwrap(), "... and 13 more warnings (see the longhorn-guard log)");
-    }
-
-    #[test]
-    fn invalid_carries_a_field_cause() {
-        let d = Decision::invalid("spec.numberOfReplicas", "too few");
-        let st = d.status.unwrap();
-        assert_eq!((st.code, st.reason.as_str()), (422, "Invalid"));
-        assert_eq!(st.causes[0].field, "spec.numberOfReplicas");
     }
 }

@@ -121,8 +121,13 @@ mod tests {
 
     #[test]
     fn a_denial_is_written_with_its_status_details_and_warnings() {
-        let mut d = Decision::invalid("spec.numberOfReplicas", "too few").with_warning("w1");
+        let mut d = Decision::deny(422, "Invalid", "too few").with_warning("w1");
         if let Some(st) = d.status.as_mut() {
+            st.causes.push(Cause {
+                type_: "FieldValueInvalid".into(),
+                field: "spec.numberOfReplicas".into(),
+                message: "too few".into(),
+            });
             st.subject = Some(crate::decision::Subject {
                 group: "longhorn.io".into(),
                 kind: "Volume".into(),

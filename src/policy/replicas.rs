@@ -73,7 +73,7 @@ fn decide(findings: Vec<Finding>, policy: &Policy, req: &AdmissionRequest, name:
     }
     let (denied, warned): (Vec<Finding>, Vec<Finding>) = findings.into_iter().partition(|f| f.deniable);
     let message = denied.iter().map(|f| f.full.as_str()).collect::<Vec<_>>().join("; ");
-    let mut d = Decision::invalid(denied[0].field, message);
+    let mut d = Decision::deny(422, "Invalid", message);
     if let Some(st) = d.status.as_mut() {
         st.causes = denied
             .iter()
