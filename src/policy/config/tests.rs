@@ -23,73 +23,23 @@ fn empty_policy_is_the_default() {
     assert_eq!(Policy::parse("").unwrap(), Policy::default());
     assert_eq!(Policy::parse("{}").unwrap(), Policy::default());
     // Sections with no keys, and stray document markers, mean the defaults too.
-    for text in [
-        "drain:
-",
-        "drain:
-#  action: warn
-replicas:
-gate: null
-",
-        "---
-",
-        "drain: {}
----
-",
-    ] {
+    for text in ["drain:\n", "drain:\n#  action: warn\nreplicas:\ngate: null\n", "---\n", "drain: {}\n---\n"]
+    {
         assert_eq!(Policy::parse(text).unwrap(), Policy::default(), "{text:?}");
     }
-    let p = Policy::parse(
-        "---
-drain:
-  action: warn
----
-",
-    )
-    .unwrap();
+    let p = Policy::parse("---\ndrain:\n  action: warn\n---\n").unwrap();
     assert_eq!(p.drain.action, DrainAction::Warn);
 }
 
 #[test]
 fn unclear_policy_text_gets_a_clear_reason() {
     for (text, why) in [
-        (
-            "drain: {}
----
-replicas: {}
-",
-            "holds 2 YAML documents; a policy file is one document",
-        ),
-        (
-            "drain:
-  stallAfter: 0.5
-",
-            "whole seconds only (write a unit for less, e.g. \"500ms\")",
-        ),
-        (
-            "drain:
-  stallAfter: 99999999999999999999
-",
-            "too large (use e.g. 90s, 10m, 1h)",
-        ),
-        (
-            "drain:
-  stallAfter: -5
-",
-            "a duration cannot be negative",
-        ),
-        (
-            "drain:
-  stallAfter: [1]
-",
-            "expected a duration such as \"90s\"",
-        ),
-        (
-            "drain:
-  stallAfter: ten
-",
-            "invalid duration \"ten\"",
-        ),
+        ("drain: {}\n---\nreplicas: {}\n", "holds 2 YAML documents; a policy file is one document"),
+        ("drain:\n  stallAfter: 0.5\n", "whole seconds only (write a unit for less, e.g. \"500ms\")"),
+        ("drain:\n  stallAfter: 99999999999999999999\n", "too large (use e.g. 90s, 10m, 1h)"),
+        ("drain:\n  stallAfter: -5\n", "a duration cannot be negative"),
+        ("drain:\n  stallAfter: [1]\n", "expected a duration such as \"90s\""),
+        ("drain:\n  stallAfter: ten\n", "invalid duration \"ten\""),
     ] {
         let e = Policy::parse(text).unwrap_err();
         assert!(e.contains(why), "{text:?}: {e}");
