@@ -115,14 +115,10 @@ impl Display for Holds {
 }
 
 /// `" and ..."` for a [`Holds`], or nothing.
-struct MaybeHolds<'a>(&'a Option<Holds>);
-
-impl Display for MaybeHolds<'_> {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(h) => h.fmt(f),
-            None => Ok(()),
-        }
+fn maybe(holds: &Option<Holds>) -> &dyn Display {
+    match holds {
+        Some(h) => h,
+        None => &"",
     }
 }
 
@@ -148,12 +144,12 @@ impl Display for Reason {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Self::Attached { node, how, holds } => {
-                write!(f, "attached to {node} ({how}){}", MaybeHolds(holds))
+                write!(f, "attached to {node} ({how}){}", maybe(holds))
             }
             Self::EngineFor { node, front, holds } => write!(
                 f,
                 "its engine runs on {node} (spec.engineNodeID) for its workload on {front}{}",
-                MaybeHolds(holds)
+                maybe(holds)
             ),
             Self::Stranded { node, lead, rest } => {
                 let lead = LeadOn(lead, node);
@@ -205,25 +201,17 @@ impl Display for Reason {
     }
 }
 
-/// The phrase of a clause's reason ("does not protect it" when there is none).
-struct WhyText<'a>(&'a Option<WhyNot>);
-
-impl Display for WhyText<'_> {
-    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(w) => w.fmt(f),
-            None => f.write_str("does not protect it"),
-        }
-    }
-}
-
 impl Display for Clause {
     /// `its replica on a failed 2m ago`, `its replicas on a, b each ...`, `its 3 replicas on
     /// a, b each ...` (several on one node), `its replica with no node ...`, `its 2 replicas
     /// have no node`.
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let n = self.nodes.len();
-        let why = WhyText(&self.why);
+        // The phrase of the clause's reason.
+        let why: &dyn Display = match &self.why {
+            Some(w) => w,
+            None => &"does not protect it",
+        };
         if self.unplaced {
             let no_node = self.why == Some(WhyNot::NoNode);
             return match (n, no_node) {
