@@ -26,28 +26,16 @@ struct VolumeMinimum {
 fn volume_minimum(policy: &Policy, volume: &Volume) -> VolumeMinimum {
     let r = &policy.replicas;
     let ns = volume.status.kubernetes_status.namespace.as_str();
-    fn below<'a>(min: u32, mut overrides: impl Iterator<Item = &'a u32>) -> bool {
-        overrides.any(|&l| l < min)
-    }
-    let (value, source, uncertain) = match (ns, r.namespace_minimums.get(ns)) {
-        ("", _) => {
-            let all = r.namespace_minimums.values().chain(r.storage_class_minimums.values());
-            (
-                r.minimum,
-                "policy minimum".to_string(),
-                below(r.minimum, all).then_some("namespace not known yet"),
-            )
-        }
-        (ns, Some(&m)) => {
-            let why =
-                below(m, r.storage_class_minimums.values()).then_some("its StorageClass is not known here");
-            (m, format!("namespace {ns} minimum"), why)
-        }
-        (_, None) => {
-            let why = below(r.minimum, r.storage_class_minimums.values())
-                .then_some("its StorageClass is not known here");
-            (r.minimum, "policy minimum".to_string(), why)
-        }
+    let (value, source) = match r.namespace_minimums.get(ns) {
+        Some(&m) if !ns.is_empty() => (m, format!("namespace {ns} minimum")),
+        _ => (r.minimum, "policy minimum".to_string()),
+    };
+    let below = |overrides: &std::collections::BTreeMap<String, u32>| overrides.values().any(|&l| l < value);
+    let uncertain = if ns.is_empty() {
+        (below(&r.namespace_minimums) || below(&r.storage_class_minimums))
+            .then_some("namespace not known yet")
+    } else {
+        below(&r.storage_class_minimums).then_some("its StorageClass is not known here")
     };
     VolumeMinimum { value: i64::from(value), source, uncertain }
 }
