@@ -75,21 +75,15 @@ pub(super) fn stall_since(
     stall_after: Duration,
     now: SystemTime,
 ) -> Option<SystemTime> {
-    let mut since: Option<SystemTime> = None;
-    if *view.source() == Source::Watch {
-        let marks = view.derived::<super::super::RebuildMarks>();
-        let mark = marks.and_then(|m| m.get(engine.metadata.name.as_deref().unwrap_or(""), address_key));
-        since = mark.filter(|m| m.progress == progress).map(|m| m.since);
-    }
+    let marks = view.derived::<super::super::RebuildMarks>().filter(|_| *view.source() == Source::Watch);
+    let mark = marks.and_then(|m| m.get(engine.metadata.name.as_deref().unwrap_or(""), address_key));
+    let seen = mark.filter(|m| m.progress == progress).map(|m| m.since);
     let in_wo = |name: &&str| engine.status.replica_mode_map.get(name).is_some_and(|m| m == "WO");
-    let entered_wo =
-        replica.filter(in_wo).and_then(|n| engine.status.replica_transition_time_map.get(n)?.time());
-    if let Some(t) = entered_wo.filter(|_| progress == 0) {
-        since = Some(since.map_or(t, |s| s.min(t)));
-    }
-    let since = since?;
-    let age = now.duration_since(since).unwrap_or(Duration::ZERO);
-    (age > stall_after).then_some(since)
+    let entered_wo = replica
+        .filter(|_| progress == 0)
+        .filter(in_wo)
+        .and_then(|n| engine.status.replica_transition_time_map.get(n)?.time());
+    seen.into_iter().chain(entered_wo).min().filter(|&s| age(now, s) > stall_after)
 }
 
 pub(super) fn rebuild_of(
