@@ -76,14 +76,13 @@ fn by_volume(
         out: &mut Vec<Object>,
         found: impl Iterator<Item = &'a T>,
         keep: &dyn Fn(&Meta) -> bool,
-        wrap: fn(Box<T>) -> Object,
     ) -> Option<()> {
         for o in found {
             if o.disagreement().is_some() {
                 return None;
             }
             if keep(o.meta()) {
-                out.push(wrap(Box::new(o.clone())));
+                out.push(T::wrap(Box::new(o.clone())));
             }
         }
         Some(())
@@ -91,9 +90,9 @@ fn by_volume(
     let mut out = Vec::new();
     for v in volumes {
         match kind {
-            ObjectKind::Volume => take(&mut out, view.volume(v).into_iter(), keep, Object::Volume)?,
-            ObjectKind::Replica => take(&mut out, view.replicas_of_volume(v), keep, Object::Replica)?,
-            ObjectKind::Engine => take(&mut out, view.engines_of_volume(v), keep, Object::Engine)?,
+            ObjectKind::Volume => take(&mut out, view.volume(v).into_iter(), keep)?,
+            ObjectKind::Replica => take(&mut out, view.replicas_of_volume(v), keep)?,
+            ObjectKind::Engine => take(&mut out, view.engines_of_volume(v), keep)?,
             // Other kinds carry no volume label: scan them as for any selector.
             _ => return Some(view.select(kind, keep)),
         }

@@ -4,7 +4,7 @@
 //! analysis would count, and the confirmation refuses to decide.
 
 use crate::cluster::meta::Meta;
-use crate::cluster::{Engine, Object, Replica, Volume, LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL};
+use crate::cluster::{Engine, Listed, Object, Replica, Volume, LONGHORN_NODE_LABEL, LONGHORN_VOLUME_LABEL};
 
 /// Why `o`'s labels cannot be trusted to find it as its spec places it, or `None` when they can.
 pub fn disagreement(o: &Object) -> Option<String> {
@@ -17,25 +17,18 @@ pub fn disagreement(o: &Object) -> Option<String> {
 }
 
 /// A kind a confirmation reads per volume: found by its labels, placed by its spec.
-pub trait Labelled: Clone {
-    fn meta(&self) -> &Meta;
+pub trait Labelled: Listed + Clone {
     /// [`disagreement`] of this object.
     fn disagreement(&self) -> Option<String>;
 }
 
 impl Labelled for Replica {
-    fn meta(&self) -> &Meta {
-        &self.metadata
-    }
     fn disagreement(&self) -> Option<String> {
         instance("replica", &self.metadata, &self.spec.node_id, &self.spec.volume_name)
     }
 }
 
 impl Labelled for Engine {
-    fn meta(&self) -> &Meta {
-        &self.metadata
-    }
     fn disagreement(&self) -> Option<String> {
         instance("engine", &self.metadata, &self.spec.node_id, &self.spec.volume_name)
     }
@@ -43,9 +36,6 @@ impl Labelled for Engine {
 
 /// A volume's `longhornvolume` label is its name.
 impl Labelled for Volume {
-    fn meta(&self) -> &Meta {
-        &self.metadata
-    }
     fn disagreement(&self) -> Option<String> {
         let name = self.metadata.name.as_deref().unwrap_or_default();
         field("volume", &self.metadata, "name", LONGHORN_VOLUME_LABEL, name)
