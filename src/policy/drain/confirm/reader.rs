@@ -114,13 +114,7 @@ impl Reader<'_> {
     /// failed LIST does.
     pub async fn summary(&self) -> Result<Option<(u64, Vec<InstanceManager>)>, ConfirmError> {
         if let Some(objects) = self.cache.and_then(|c| c.list(ObjectKind::InstanceManager, None)) {
-            let ims = objects
-                .into_iter()
-                .filter_map(|o| match o {
-                    Object::InstanceManager(im) => Some(*im),
-                    _ => None,
-                })
-                .collect();
+            let ims = objects.into_iter().filter_map(InstanceManager::unwrap).map(|im| *im).collect();
             return Ok(Some((self.sent.fetch_add(1, Ordering::SeqCst), ims)));
         }
         let what = "instance managers (table)";
