@@ -39,21 +39,18 @@ pub fn parse_default_count(value: &str) -> Result<DefaultCount, String> {
         if map.is_empty() {
             return Err("{} (names no data engine)".into());
         }
-        let mut out = BTreeMap::new();
-        for (engine, n) in map {
+        let counts = map.into_iter().map(|(engine, n)| {
             let parsed = match &n {
                 Value::String(s) => s.trim().parse::<i64>().ok(),
                 Value::Number(x) => x.as_i64(),
                 _ => None,
             };
             match parsed.filter(|n| LONGHORN_RANGE.contains(n)) {
-                Some(n) => {
-                    out.insert(engine, n);
-                }
-                None => return Err(format!("{engine}={} (want 1..20)", quoted_json(&n))),
+                Some(count) => Ok((engine, count)),
+                None => Err(format!("{engine}={} (want 1..20)", quoted_json(&n))),
             }
-        }
-        return Ok(DefaultCount::PerEngine(out));
+        });
+        return counts.collect::<Result<_, _>>().map(DefaultCount::PerEngine);
     }
     match v.parse::<i64>() {
         Ok(n) if LONGHORN_RANGE.contains(&n) => Ok(DefaultCount::Plain(n)),
