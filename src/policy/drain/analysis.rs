@@ -139,34 +139,3 @@ pub fn volume_unsafe(
     let a = Assessment::new(view, node, volume, Some(in_ims), &Policy::default(), SystemTime::UNIX_EPOCH);
     (a.verdict(true) != Verdict::Safe, a.verdict(false) != Verdict::Safe)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn why_not_reads_as_a_phrase_and_ages_are_coarse() {
-        let m = |s| Duration::from_secs(s);
-        for (why, text) in [
-            (WhyNot::Failed { ago: Some(m(20 * 60)), at: String::new() }, "failed 20m ago"),
-            (WhyNot::Failed { ago: None, at: "yesterday".into() }, "failed at yesterday"),
-            (WhyNot::Rebuilding { progress: 37, stalled_for: None }, "is rebuilding (37%)"),
-            (
-                WhyNot::Rebuilding { progress: 0, stalled_for: Some(m(3 * 3600)) },
-                "is stuck rebuilding at 0% for 3h",
-            ),
-            (WhyNot::NotInEngine, "is not in its engine's replica set"),
-            (WhyNot::CordonedNode, "is on a cordoned node"),
-            (
-                WhyNot::InstanceManagerNotRunning(String::new()),
-                "has no running instance manager (state unknown)",
-            ),
-        ] {
-            assert_eq!(why.to_string(), text);
-        }
-        assert!(WhyNot::NoInstanceManager.is_instance_manager());
-        assert!(WhyNot::InstanceManagerNotRunning("error".into()).is_instance_manager());
-        assert!(!WhyNot::CordonedNode.is_instance_manager());
-    }
-}
