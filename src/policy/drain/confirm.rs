@@ -161,7 +161,7 @@ pub async fn read_node_state_cached(
         });
         let early = read_volumes(reader, expected, &elsewhere, split);
         let ((here, ims), early) = futures::try_join!(node_reads, early)?;
-        let found = volumes_on(node, &objects_of(&here), &objects_of(&ims));
+        let found = volumes_on(node, &here, &ims);
         let missing: BTreeSet<String> = found.difference(expected).cloned().collect();
         let late = read_volumes(reader, &missing, &elsewhere, false).await?;
         Ok::<_, ConfirmError>(here.into_iter().chain(ims).chain(early).chain(late).collect::<Vec<_>>())
@@ -249,22 +249,18 @@ fn kinds(f: fn(ConfirmRead) -> bool) -> Vec<ObjectKind> {
     RESOURCES.iter().filter(|r| f(r.confirm)).map(|r| r.kind).collect()
 }
 
-fn objects_of(lists: &[Listed]) -> Vec<&Object> {
-    lists.iter().flat_map(|l| l.objects.iter()).collect()
-}
-
 /// The volumes with a replica or engine on `node`, or whose engine `node`'s instance managers
 /// report running: the volumes [`crate::policy::drain::analyze_node`] looks at.
-fn volumes_on(node: &str, here: &[&Object], ims: &[&Object]) -> BTreeSet<String> {
+fn volumes_on(node: &str, here: &[Listed], ims: &[Listed]) -> BTreeSet<String> {
     let mut volumes = BTreeSet::new();
-    for o in here.iter().copied() {
+    for o in here.iter().flat_map(|l| &l.objects) {
         match o {
             Object::Replica(r) => volumes.extend(r.volume().map(str::to_string)),
             Object::Engine(e) => volumes.extend(e.volume().map(str::to_string)),
             _ => {}
         }
     }
-    let ims_here = ims.iter().filter_map(|o| match o {
+    let ims_here = ims.iter().flat_map(|l| &l.objects).filter_map(|o| match o {
         Object::InstanceManager(im) if im.spec.node_id == node => Some(&**im),
         _ => None,
     });
