@@ -132,16 +132,12 @@ impl Admitter {
             match tokio::time::timeout(backstop, confirmer(node.to_string(), budget)).await {
                 Ok(Ok(fresh)) => {
                     let mut d = policy::validate(request, &fresh, &self.policy, now);
-                    let decided_for = d.details.node.clone();
                     if d.confirm_node.take().is_some() {
                         failed("the confirmation read was itself stale")
-                    } else if decided_for.as_deref().is_some_and(|n| n != node) {
+                    } else if let Some(other) = d.details.node.as_deref().filter(|n| *n != node) {
                         // The fresh view holds only `node`'s state: a decision for another node
                         // would rest on data that was never read.
-                        failed(&format!(
-                            "the pod's node changed to {} while confirming",
-                            decided_for.unwrap_or_default()
-                        ))
+                        failed(&format!("the pod's node changed to {other} while confirming"))
                     } else if d.allowed {
                         (d, ConfirmResult::Allowed)
                     } else {
