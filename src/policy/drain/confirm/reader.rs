@@ -143,18 +143,19 @@ impl Reader<'_> {
         here: Listed,
         summary: Option<(u64, Vec<InstanceManager>)>,
     ) -> Result<Vec<Listed>, ConfirmError> {
-        let named_here = |name: &str| here.objects.iter().any(|o| o.name() == name);
-        let name_of = |im: &InstanceManager| im.metadata.name.as_deref().unwrap_or_default().to_string();
+        let named_here = |im: &InstanceManager| {
+            let name = im.metadata.name.as_deref().unwrap_or_default();
+            here.objects.iter().any(|o| o.name() == name)
+        };
         let usable = summary.filter(|(_, rows)| {
-            !summary::needs_images(rows)
-                && rows.iter().all(|im| im.spec.node_id != node || named_here(&name_of(im)))
+            !summary::needs_images(rows) && rows.iter().all(|im| im.spec.node_id != node || named_here(im))
         });
         let Some((sent, rows)) = usable else {
             return Ok(vec![here, self.list(ObjectKind::InstanceManager, None, String::new()).await?]);
         };
         let others: Vec<Object> = rows
             .into_iter()
-            .filter(|im| !named_here(&name_of(im)))
+            .filter(|im| !named_here(im))
             .map(|im| Object::InstanceManager(Box::new(im)))
             .collect();
         Ok(vec![here, Listed { sent, objects: others }])
