@@ -73,19 +73,6 @@ impl Name {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// How many distinct strings the interner holds after dropping those nothing uses (for
-    /// tests and diagnostics).
-    pub fn purge_unused() -> usize {
-        let mut interner = INTERNER.lock().unwrap_or_else(|p| p.into_inner());
-        interner.purge();
-        interner.set.len()
-    }
-
-    /// True when `s` is interned (whether or not anything else holds it).
-    pub fn is_interned(s: &str) -> bool {
-        INTERNER.lock().unwrap_or_else(|p| p.into_inner()).set.contains(s)
-    }
 }
 
 impl PartialEq for Name {
@@ -127,12 +114,6 @@ impl Deref for Name {
     }
 }
 
-impl AsRef<str> for Name {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl Borrow<str> for Name {
     fn borrow(&self) -> &str {
         &self.0
@@ -160,12 +141,6 @@ impl From<&str> for Name {
 impl From<String> for Name {
     fn from(s: String) -> Self {
         Self::new(&s)
-    }
-}
-
-impl From<&String> for Name {
-    fn from(s: &String) -> Self {
-        Self::new(s)
     }
 }
 
@@ -207,12 +182,6 @@ eq_str!(&str, String);
 impl PartialEq<str> for Name {
     fn eq(&self, other: &str) -> bool {
         *self.as_str() == *other
-    }
-}
-
-impl PartialEq<Name> for str {
-    fn eq(&self, other: &Name) -> bool {
-        *self == *other.as_str()
     }
 }
 
@@ -277,9 +246,10 @@ mod tests {
     fn strings_nothing_uses_are_freed() {
         let kept = Name::new("name-test-kept");
         drop(Name::new("name-test-dropped"));
-        Name::purge_unused();
-        assert!(!Name::is_interned("name-test-dropped"));
-        assert!(Name::is_interned("name-test-kept"));
+        let mut interner = INTERNER.lock().unwrap();
+        interner.purge();
+        assert!(!interner.set.contains("name-test-dropped"));
+        assert!(interner.set.contains("name-test-kept"));
         assert_eq!(kept, "name-test-kept");
     }
 }

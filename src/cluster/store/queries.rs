@@ -90,11 +90,6 @@ impl ClusterView {
             .or_else(|| self.engines_of_volume(volume).next())
     }
 
-    /// Every engine (not for request paths).
-    pub fn engines(&self) -> impl Iterator<Item = &Engine> {
-        self.objects::<Engine>().values()
-    }
-
     /// Engines whose status reports a rebuild in progress, in name order (a maintained index:
     /// the stalled-rebuild metric reads it without walking every engine).
     pub fn engines_rebuilding(&self) -> impl Iterator<Item = &Engine> {
