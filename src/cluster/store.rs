@@ -70,8 +70,7 @@ impl ClusterView {
     /// The view keeping `derived` current from now on, each told of every object the view
     /// holds as new (dated `now`), then flushed: the same state as if the view had held them
     /// from its first object on.
-    pub fn derive(mut self, derived: Derivations, now: SystemTime) -> Self {
-        let mut derived = derived;
+    pub fn derive(mut self, mut derived: Derivations, now: SystemTime) -> Self {
         for d in &mut derived.0 {
             self.each_object(&mut |change| d.apply(&self, change, now));
             d.flush(&self);

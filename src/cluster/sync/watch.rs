@@ -156,7 +156,7 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
                 let still_failing = view.update(|v| {
-                    v.apply_relist_listed(kind, relist, started, started_mono);
+                    v.apply_relist(kind, relist, started, started_mono);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
                     }

@@ -44,7 +44,7 @@ fn a_relist_buffers_only_what_changed_and_ends_as_a_full_replace() {
     assert_eq!(relist.keep.len(), 3);
     let changed: Vec<&str> = relist.changed.iter().map(Object::name).collect();
     assert_eq!(changed, ["r3", "r4", "r3"]);
-    v.apply_relist(ObjectKind::Replica, relist, now);
+    v.apply_relist(ObjectKind::Replica, relist, now, Instant::now());
     let mut want = ClusterView::new(Source::Watch);
     want.replace_kind(
         ObjectKind::Replica,
@@ -71,14 +71,14 @@ fn a_relist_is_as_old_as_its_start_however_long_its_pages_took() {
     let mut v = ClusterView::new(Source::Watch);
     for kind in ObjectKind::ALL {
         // Listed 20 s ago (the replicas' watch then failed), the others current now.
-        v.apply_relist_listed(kind, Relist::default(), now - secs(20), mono - secs(20));
+        v.apply_relist(kind, Relist::default(), now - secs(20), mono - secs(20));
         if kind != ObjectKind::Replica {
             v.touch_kind_at(kind, now, mono);
         }
     }
     v.mark_synced();
     v.note_watch_failed(ObjectKind::Replica);
-    v.apply_relist_listed(ObjectKind::Replica, Relist::default(), now - secs(6), mono - secs(6));
+    v.apply_relist(ObjectKind::Replica, Relist::default(), now - secs(6), mono - secs(6));
     let f = v.freshness();
     assert!(f.failing.is_empty(), "{f:?}");
     assert!(!f.is_fresh(now, secs(5)), "{f:?}");
