@@ -23,7 +23,6 @@ pub use relist::Relist;
 /// The read-only cluster picture with secondary indexes.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterView {
-    /// The objects, one store per kind.
     stores: Stores,
     /// The secondary indexes the view's questions are answered from.
     builtin: BuiltIn,
@@ -65,8 +64,6 @@ impl ClusterView {
         view
     }
 
-    // ---- derived state ----
-
     /// The view keeping `derived` current from now on, each told of every object the view
     /// holds as new (dated `now`), then flushed: the same state as if the view had held them
     /// from its first object on.
@@ -98,8 +95,6 @@ impl ClusterView {
     pub(crate) fn flush_indexes(&mut self) {
         self.notify(|i, v| i.flush(v));
     }
-
-    // ---- updates (used by the snapshot loader and the watchers) ----
 
     /// Inserts or replaces an object, keeping every index consistent. `now` dates rebuild
     /// progress changes (stall detection) and the view's freshness.

@@ -132,10 +132,6 @@ impl<V> SmallMap<V> {
         self.0.iter().map(|(k, v)| (k, v))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &Name> {
-        self.0.iter().map(|(k, _)| k)
-    }
-
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|(_, v)| v)
     }

@@ -129,13 +129,6 @@ fn the_view_is_as_old_as_its_least_recently_updated_kind() {
 }
 
 #[test]
-fn every_kind_is_watched_once() {
-    let kinds: BTreeSet<ObjectKind> = targets().iter().map(|t| t.kind).collect();
-    assert_eq!(kinds.len(), targets().len());
-    assert_eq!(kinds.len(), ClusterView::new(Source::Watch).counts().len());
-}
-
-#[test]
 fn a_failed_watch_makes_the_view_stale_until_its_kind_is_relisted() {
     let now = SystemTime::now();
     let bound = Duration::from_secs(5);
