@@ -167,23 +167,17 @@ macro_rules! eq_str {
     ($($t:ty),*) => {$(
         impl PartialEq<$t> for Name {
             fn eq(&self, other: &$t) -> bool {
-                *self.as_str() == **other
+                self.as_str() == AsRef::<str>::as_ref(other)
             }
         }
         impl PartialEq<Name> for $t {
             fn eq(&self, other: &Name) -> bool {
-                **self == *other.as_str()
+                AsRef::<str>::as_ref(self) == other.as_str()
             }
         }
     )*};
 }
-eq_str!(&str, String);
-
-impl PartialEq<str> for Name {
-    fn eq(&self, other: &str) -> bool {
-        *self.as_str() == *other
-    }
-}
+eq_str!(str, &str, String);
 
 impl Serialize for Name {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
