@@ -78,7 +78,7 @@ impl ClusterView {
 
     /// The derived state of type `T`, if the view keeps one.
     pub fn derived<T: Derived>(&self) -> Option<&T> {
-        self.derived.0.iter().find_map(|i| i.as_any().downcast_ref::<T>())
+        self.derived.0.iter().find_map(|i| (&**i as &dyn std::any::Any).downcast_ref::<T>())
     }
 
     fn notify(&mut self, f: impl Fn(&mut dyn Derived, &ClusterView)) {
