@@ -161,16 +161,14 @@ pub fn check_version(item: &Value) -> Result<(), String> {
     if ObjectKind::from_type(api_version, kind).is_some() {
         return Ok(());
     }
-    match super::readset::read_version_of(api_version, kind) {
-        Some(read) => {
-            let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>");
-            Err(format!(
-                "{kind} {name} is {api_version}; longhorn-guard reads {kind} as {read} \
-                 (what `kubectl get -o yaml` prints from a cluster that serves it)"
-            ))
-        }
-        None => Ok(()),
-    }
+    let Some(read) = super::readset::read_version_of(api_version, kind) else {
+        return Ok(());
+    };
+    let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>");
+    Err(format!(
+        "{kind} {name} is {api_version}; longhorn-guard reads {kind} as {read} \
+         (what `kubectl get -o yaml` prints from a cluster that serves it)"
+    ))
 }
 
 /// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
