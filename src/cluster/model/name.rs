@@ -138,12 +138,6 @@ impl From<&str> for Name {
     }
 }
 
-impl From<String> for Name {
-    fn from(s: String) -> Self {
-        Self::new(&s)
-    }
-}
-
 impl From<Name> for String {
     fn from(n: Name) -> Self {
         n.as_str().to_string()
