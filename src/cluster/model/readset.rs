@@ -2,8 +2,6 @@
 //! watches, the confirmation reads and the snapshot loader all take, and of the Settings a drain
 //! decision reads ([`DRAIN_SETTINGS`]), exactly what a confirmation reads.
 
-use super::ObjectKind;
-
 /// Longhorn setting naming the storage network (`<ns>/<nad>` or empty).
 pub const STORAGE_NETWORK_SETTING: &str = "storage-network";
 /// Longhorn setting naming the current instance-manager image (picks the instance manager of
@@ -19,11 +17,6 @@ pub use super::kinds::RESOURCES;
 pub use super::resource::{
     longhorn, ConfirmRead, Resource, INSTANCE_MANAGER_LIST_PAGE, INSTANCE_MANAGER_POD_LABEL,
 };
-
-/// The read-set entry of a kind.
-pub fn resource(kind: ObjectKind) -> &'static Resource {
-    kind.resource()
-}
 
 /// The `apiVersion` the view reads `type_name` of `api_version`'s group at, when that is
 /// another version: such an object is one the view would use, written at a version it cannot
@@ -44,7 +37,7 @@ pub fn is_drain_setting(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::LONGHORN_API_VERSION;
+    use crate::cluster::model::{ObjectKind, LONGHORN_API_VERSION};
 
     #[test]
     fn one_entry_per_kind_in_kind_order() {
