@@ -21,7 +21,7 @@ pub mod supervise;
 use kind::stream_for;
 pub use kind::{loses_events, Tuning};
 use listwatch::Step;
-pub use retry::{fault_of, retry_delay};
+pub use retry::fault_of;
 
 use super::relist::Relist;
 use super::stats::{self, WatchFault};
