@@ -23,7 +23,6 @@ pub use relist::Relist;
 /// The read-only cluster picture with secondary indexes.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterView {
-    /// The objects, one store per kind.
     stores: Stores,
     /// The secondary indexes the view's questions are answered from.
     builtin: BuiltIn,
@@ -65,13 +64,10 @@ impl ClusterView {
         view
     }
 
-    // ---- derived state ----
-
     /// The view keeping `derived` current from now on, each told of every object the view
     /// holds as new (dated `now`), then flushed: the same state as if the view had held them
     /// from its first object on.
-    pub fn derive(mut self, derived: Derivations, now: SystemTime) -> Self {
-        let mut derived = derived;
+    pub fn derive(mut self, mut derived: Derivations, now: SystemTime) -> Self {
         for d in &mut derived.0 {
             self.each_object(&mut |change| d.apply(&self, change, now));
             d.flush(&self);
@@ -82,7 +78,7 @@ impl ClusterView {
 
     /// The derived state of type `T`, if the view keeps one.
     pub fn derived<T: Derived>(&self) -> Option<&T> {
-        self.derived.0.iter().find_map(|i| i.as_any().downcast_ref::<T>())
+        self.derived.0.iter().find_map(|i| (&**i as &dyn std::any::Any).downcast_ref::<T>())
     }
 
     fn notify(&mut self, f: impl Fn(&mut dyn Derived, &ClusterView)) {
@@ -99,8 +95,6 @@ impl ClusterView {
     pub(crate) fn flush_indexes(&mut self) {
         self.notify(|i, v| i.flush(v));
     }
-
-    // ---- updates (used by the snapshot loader and the watchers) ----
 
     /// Inserts or replaces an object, keeping every index consistent. `now` dates rebuild
     /// progress changes (stall detection) and the view's freshness.

@@ -62,24 +62,22 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn node(spec: serde_json::Value, deleting: bool) -> Node {
-        let mut meta = serde_json::json!({"name": "n1"});
+        let mut meta = json!({"name": "n1"});
         if deleting {
-            meta["deletionTimestamp"] = serde_json::json!("2026-12-01T10:00:00Z");
+            meta["deletionTimestamp"] = json!("2026-12-01T10:00:00Z");
         }
-        serde_json::from_value(serde_json::json!({"metadata": meta, "spec": spec})).unwrap()
+        serde_json::from_value(json!({"metadata": meta, "spec": spec})).unwrap()
     }
 
     #[test]
     fn cordons_removal_taints_and_deletion_count_as_draining() {
-        assert_eq!(node(serde_json::json!({}), false).draining(), None);
-        assert_eq!(
-            node(serde_json::json!({"unschedulable": true}), false).draining(),
-            Some(Draining::Cordoned)
-        );
+        assert_eq!(node(json!({}), false).draining(), None);
+        assert_eq!(node(json!({"unschedulable": true}), false).draining(), Some(Draining::Cordoned));
         let tainted = node(
-            serde_json::json!({"taints": [
+            json!({"taints": [
                 {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
                 {"key": "ToBeDeletedByClusterAutoscaler", "value": "1733040000", "effect": "NoSchedule"}
             ]}),
@@ -88,11 +86,9 @@ mod tests {
         assert_eq!(tainted.spec.taints.len(), 1, "only drain taints are kept");
         assert_eq!(tainted.draining(), Some(Draining::Tainted("ToBeDeletedByClusterAutoscaler".into())));
         // A preference is not a drain.
-        let soft = node(
-            serde_json::json!({"taints": [{"key": "karpenter.sh/disrupted", "effect": "PreferNoSchedule"}]}),
-            false,
-        );
+        let soft =
+            node(json!({"taints": [{"key": "karpenter.sh/disrupted", "effect": "PreferNoSchedule"}]}), false);
         assert_eq!(soft.draining(), None);
-        assert_eq!(node(serde_json::json!({"taints": null}), true).draining(), Some(Draining::Deleting));
+        assert_eq!(node(json!({"taints": null}), true).draining(), Some(Draining::Deleting));
     }
 }

@@ -121,16 +121,6 @@ impl<K: Kind> Store<K> {
     pub fn values(&self) -> impl Iterator<Item = &K> {
         self.iter().map(|(_, o)| o)
     }
-
-    /// True when an object of that name is held (by name alone).
-    pub fn contains_name(&self, name: &str) -> bool {
-        self.by_name.contains_key(name)
-    }
-
-    /// The names held (by name alone).
-    pub fn names(&self) -> impl Iterator<Item = &Name> {
-        self.by_name.keys()
-    }
 }
 
 /// Generates everything that dispatches on a kind from one list of kinds. `$d` is a `$`,

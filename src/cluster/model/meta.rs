@@ -132,10 +132,6 @@ impl<V> SmallMap<V> {
         self.0.iter().map(|(k, v)| (k, v))
     }
 
-    pub fn keys(&self) -> impl Iterator<Item = &Name> {
-        self.0.iter().map(|(k, _)| k)
-    }
-
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.0.iter().map(|(_, v)| v)
     }
@@ -183,18 +179,12 @@ impl<V: Serialize> Serialize for SmallMap<V> {
 
 /// A map value whose content is never read (only its key's presence): parses from any JSON
 /// and keeps nothing, e.g. the per-instance status in an InstanceManager's `instanceEngines`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Present;
 
 impl<'de> Deserialize<'de> for Present {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         serde::de::IgnoredAny::deserialize(d).map(|_| Present)
-    }
-}
-
-impl Serialize for Present {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_unit()
     }
 }
 

@@ -73,19 +73,6 @@ impl Name {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// How many distinct strings the interner holds after dropping those nothing uses (for
-    /// tests and diagnostics).
-    pub fn purge_unused() -> usize {
-        let mut interner = INTERNER.lock().unwrap_or_else(|p| p.into_inner());
-        interner.purge();
-        interner.set.len()
-    }
-
-    /// True when `s` is interned (whether or not anything else holds it).
-    pub fn is_interned(s: &str) -> bool {
-        INTERNER.lock().unwrap_or_else(|p| p.into_inner()).set.contains(s)
-    }
 }
 
 impl PartialEq for Name {
@@ -127,12 +114,6 @@ impl Deref for Name {
     }
 }
 
-impl AsRef<str> for Name {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl Borrow<str> for Name {
     fn borrow(&self) -> &str {
         &self.0
@@ -153,18 +134,6 @@ impl fmt::Debug for Name {
 
 impl From<&str> for Name {
     fn from(s: &str) -> Self {
-        Self::new(s)
-    }
-}
-
-impl From<String> for Name {
-    fn from(s: String) -> Self {
-        Self::new(&s)
-    }
-}
-
-impl From<&String> for Name {
-    fn from(s: &String) -> Self {
         Self::new(s)
     }
 }
@@ -192,29 +161,17 @@ macro_rules! eq_str {
     ($($t:ty),*) => {$(
         impl PartialEq<$t> for Name {
             fn eq(&self, other: &$t) -> bool {
-                *self.as_str() == **other
+                self.as_str() == AsRef::<str>::as_ref(other)
             }
         }
         impl PartialEq<Name> for $t {
             fn eq(&self, other: &Name) -> bool {
-                **self == *other.as_str()
+                AsRef::<str>::as_ref(self) == other.as_str()
             }
         }
     )*};
 }
-eq_str!(&str, String);
-
-impl PartialEq<str> for Name {
-    fn eq(&self, other: &str) -> bool {
-        *self.as_str() == *other
-    }
-}
-
-impl PartialEq<Name> for str {
-    fn eq(&self, other: &Name) -> bool {
-        *self == *other.as_str()
-    }
-}
+eq_str!(str, &str, String);
 
 impl Serialize for Name {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -277,9 +234,10 @@ mod tests {
     fn strings_nothing_uses_are_freed() {
         let kept = Name::new("name-test-kept");
         drop(Name::new("name-test-dropped"));
-        Name::purge_unused();
-        assert!(!Name::is_interned("name-test-dropped"));
-        assert!(Name::is_interned("name-test-kept"));
+        let mut interner = INTERNER.lock().unwrap();
+        interner.purge();
+        assert!(!interner.set.contains("name-test-dropped"));
+        assert!(interner.set.contains("name-test-kept"));
         assert_eq!(kept, "name-test-kept");
     }
 }

@@ -123,13 +123,10 @@ pub type Index = NameMap<Name, NameSet>;
 
 /// Files `name` under `key`.
 pub fn add(index: &mut Index, key: &Name, name: &Name) {
-    match index.get_mut(key.as_str()) {
-        Some(set) => {
-            set.insert(name.clone());
-        }
-        None => {
-            index.insert(key.clone(), NameSet::Small(vec![name.clone()]));
-        }
+    if let Some(set) = index.get_mut(key.as_str()) {
+        set.insert(name.clone());
+    } else {
+        index.insert(key.clone(), NameSet::Small(vec![name.clone()]));
     }
 }
 

@@ -61,8 +61,8 @@ impl Pod {
 
     /// The node the pod runs on: `spec.nodeName`, else the `longhorn.io/node` label.
     pub fn node(&self) -> Option<&str> {
-        non_empty(self.spec.node_name.as_deref())
-            .or_else(|| label(&self.metadata, INSTANCE_MANAGER_NODE_LABEL))
+        let node = self.spec.node_name.as_deref().filter(|n| !n.is_empty());
+        node.or_else(|| label(&self.metadata, INSTANCE_MANAGER_NODE_LABEL))
     }
 }
 
@@ -100,10 +100,6 @@ pub fn label<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
 /// The value of an annotation, if set.
 pub fn annotation<'a>(meta: &'a Meta, key: &str) -> Option<&'a str> {
     meta.annotations.get(key).map(Name::as_str)
-}
-
-fn non_empty(s: Option<&str>) -> Option<&str> {
-    s.filter(|s| !s.is_empty())
 }
 
 fn non_empty_name(s: &Name) -> Option<&Name> {

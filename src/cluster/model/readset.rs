@@ -2,8 +2,6 @@
 //! watches, the confirmation reads and the snapshot loader all take, and of the Settings a drain
 //! decision reads ([`DRAIN_SETTINGS`]), exactly what a confirmation reads.
 
-use super::ObjectKind;
-
 /// Longhorn setting naming the storage network (`<ns>/<nad>` or empty).
 pub const STORAGE_NETWORK_SETTING: &str = "storage-network";
 /// Longhorn setting naming the current instance-manager image (picks the instance manager of
@@ -20,30 +18,15 @@ pub use super::resource::{
     longhorn, ConfirmRead, Resource, INSTANCE_MANAGER_LIST_PAGE, INSTANCE_MANAGER_POD_LABEL,
 };
 
-/// The read-set entry of a kind.
-pub fn resource(kind: ObjectKind) -> &'static Resource {
-    // RESOURCES follows ObjectKind::ALL, so the position is the discriminant (tested below).
-    kind.resource()
-}
-
-/// The kind of an object with this `apiVersion`/`kind`, or `None` for kinds the view does not
-/// hold (the snapshot loader skips those).
-pub fn kind_of(api_version: &str, type_name: &str) -> Option<ObjectKind> {
-    ObjectKind::from_type(api_version, type_name)
-}
-
 /// The `apiVersion` the view reads `type_name` of `api_version`'s group at, when that is
 /// another version: such an object is one the view would use, written at a version it cannot
 /// read.
 pub fn read_version_of(api_version: &str, type_name: &str) -> Option<String> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    RESOURCES.iter().find(|r| r.group == group && r.type_name == type_name && r.version != version).map(|r| {
-        if r.group.is_empty() {
-            r.version.to_string()
-        } else {
-            format!("{}/{}", r.group, r.version)
-        }
-    })
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.type_name == type_name && r.version != version)
+        .map(Resource::api_version)
 }
 
 /// True for a Setting a drain decision reads.
@@ -54,39 +37,37 @@ pub fn is_drain_setting(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::LONGHORN_API_VERSION;
+    use crate::cluster::model::{ObjectKind, LONGHORN_API_VERSION};
 
     #[test]
     fn one_entry_per_kind_in_kind_order() {
         for (i, kind) in ObjectKind::ALL.into_iter().enumerate() {
             assert_eq!(RESOURCES[i].kind, kind);
-            assert_eq!(resource(kind).kind, kind);
+            assert_eq!(kind.resource().kind, kind);
         }
     }
 
     #[test]
     fn kinds_are_recognised_as_the_model_names_them() {
         for r in &RESOURCES {
-            assert_eq!(kind_of(&r.api_version(), r.type_name), Some(r.kind), "{r:?}");
-            assert_eq!(ObjectKind::from_type(&r.api_version(), r.type_name), Some(r.kind));
+            assert_eq!(ObjectKind::from_type(&r.api_version(), r.type_name), Some(r.kind), "{r:?}");
         }
-        assert_eq!(resource(ObjectKind::Replica).api_version(), LONGHORN_API_VERSION);
-        assert_eq!(kind_of("apps/v1", "Deployment"), None);
-        assert_eq!(kind_of("longhorn.io/v1beta1", "Volume"), None);
+        assert_eq!(ObjectKind::Replica.resource().api_version(), LONGHORN_API_VERSION);
+        assert_eq!(ObjectKind::from_type("apps/v1", "Deployment"), None);
+        assert_eq!(ObjectKind::from_type("longhorn.io/v1beta1", "Volume"), None);
     }
 
     #[test]
     fn paths_and_selectors() {
-        assert_eq!(resource(ObjectKind::Node).list_path(), "/api/v1/nodes");
-        assert_eq!(resource(ObjectKind::Pod).list_path(), "/api/v1/namespaces/longhorn-system/pods");
-        assert_eq!(resource(ObjectKind::StorageClass).list_path(), "/apis/storage.k8s.io/v1/storageclasses");
+        assert_eq!(ObjectKind::Node.resource().list_path(), "/api/v1/nodes");
+        assert_eq!(ObjectKind::Pod.resource().list_path(), "/api/v1/namespaces/longhorn-system/pods");
+        assert_eq!(ObjectKind::StorageClass.resource().list_path(), "/apis/storage.k8s.io/v1/storageclasses");
         assert_eq!(
-            resource(ObjectKind::LonghornNode).list_path(),
+            ObjectKind::LonghornNode.resource().list_path(),
             "/apis/longhorn.io/v1beta2/namespaces/longhorn-system/nodes"
         );
         assert_eq!(INSTANCE_MANAGER_POD_LABEL, ("longhorn.io/component", "instance-manager"));
         assert!(is_drain_setting("default-instance-manager-image"));
         assert!(!is_drain_setting("default-replica-count"));
-        assert!(!resource(ObjectKind::StorageClass).drain_reads());
     }
 }

@@ -84,11 +84,6 @@ impl Resource {
             None => format!("{root}/{}/{}", self.version, self.plural),
         }
     }
-
-    /// True when a drain decision reads this kind (a confirmation reads it).
-    pub fn drain_reads(&self) -> bool {
-        self.confirm != ConfirmRead::Skip
-    }
 }
 
 /// A Longhorn kind's entry (`longhorn.io/v1beta2`, in `longhorn-system`).

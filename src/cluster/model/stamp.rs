@@ -50,17 +50,12 @@ impl Stamp {
 
 impl fmt::Display for Stamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            EMPTY => Ok(()),
-            UNREADABLE => f.write_str("(not an RFC 3339 time)"),
-            s => {
-                match time::OffsetDateTime::from_unix_timestamp(s).ok().and_then(|t| t.format(&Rfc3339).ok())
-                {
-                    Some(text) => f.write_str(&text),
-                    None => f.write_str("(not an RFC 3339 time)"),
-                }
-            }
-        }
+        let text = match self.0 {
+            EMPTY => return Ok(()),
+            UNREADABLE => None,
+            s => time::OffsetDateTime::from_unix_timestamp(s).ok().and_then(|t| t.format(&Rfc3339).ok()),
+        };
+        f.write_str(text.as_deref().unwrap_or("(not an RFC 3339 time)"))
     }
 }
 

@@ -18,8 +18,6 @@ pub trait Derived: Send + Sync + fmt::Debug + Any {
     fn flush(&mut self, view: &ClusterView);
     /// A copy (views are cloned, e.g. by `lint` to try settings).
     fn clone_box(&self) -> Box<dyn Derived>;
-    /// For [`ClusterView::derived`].
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// The derived states a view keeps.

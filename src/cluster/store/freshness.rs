@@ -100,7 +100,6 @@ impl ClusterView {
         self.freshness().is_fresh(now, max_age)
     }
 
-    /// Where the view's data came from ([`Freshness::source`]).
     pub fn source(&self) -> &Source {
         &self.source
     }

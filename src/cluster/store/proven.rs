@@ -9,13 +9,11 @@ use super::{ClusterView, ObjectKind, Source};
 /// Why the view is not proven current.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unproven {
-    /// Some kind has not finished its initial list.
     #[error("not every watched kind has finished its initial list")]
     NotSynced,
     /// These kinds' watches failed (or were interrupted) and are not current again.
     #[error("watches failing: {}", .0.join(", "))]
     WatchesFailing(Vec<&'static str>),
-    /// This many watched objects could not be read.
     #[error("{0} watched object(s) could not be read")]
     Unreadable(usize),
     /// Some kind's data is older than the bound, and no probe proved it current since; `age`

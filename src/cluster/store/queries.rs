@@ -5,7 +5,6 @@ use super::nameset::iter_index;
 use super::*;
 
 impl ClusterView {
-    /// Core Node by name.
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.objects::<Node>().get("", name)
     }
@@ -15,7 +14,6 @@ impl ClusterView {
         self.node(name).map(|n| n.spec.unschedulable.unwrap_or(false))
     }
 
-    /// Pod by namespace and name.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&Pod> {
         self.objects::<Pod>().get(namespace, name)
     }
@@ -65,9 +63,9 @@ impl ClusterView {
     /// (each once, in no particular order).
     pub fn volume_names(&self) -> impl Iterator<Item = &str> {
         let volumes = self.objects::<Volume>();
-        let mut names: Vec<&str> = volumes.names().map(Name::as_str).collect();
+        let mut names: Vec<&str> = volumes.iter().map(|(v, _)| v.as_str()).collect();
         for index in [&self.builtin.replicas_by_volume, &self.builtin.engines_by_volume] {
-            names.extend(index.keys().filter(|v| !volumes.contains_name(v)).map(Name::as_str));
+            names.extend(index.keys().filter(|v| volumes.get("", v).is_none()).map(Name::as_str));
         }
         names.sort_unstable();
         names.dedup();
@@ -90,11 +88,6 @@ impl ClusterView {
             .or_else(|| self.engines_of_volume(volume).next())
     }
 
-    /// Every engine (not for request paths).
-    pub fn engines(&self) -> impl Iterator<Item = &Engine> {
-        self.objects::<Engine>().values()
-    }
-
     /// Engines whose status reports a rebuild in progress, in name order (a maintained index:
     /// the stalled-rebuild metric reads it without walking every engine).
     pub fn engines_rebuilding(&self) -> impl Iterator<Item = &Engine> {
@@ -106,7 +99,6 @@ impl ClusterView {
         iter_index(&self.builtin.engines_by_node, node).filter_map(|n| self.engine(n))
     }
 
-    /// Longhorn Node by name.
     pub fn longhorn_node(&self, name: &str) -> Option<&LonghornNode> {
         self.objects::<LonghornNode>().get("", name)
     }

@@ -51,19 +51,15 @@ impl ClusterView {
     /// engines that are still there survive the relist. Derived indexes are updated once.
     pub fn replace_kind(&mut self, kind: ObjectKind, objects: Vec<Object>, now: SystemTime) {
         let keep = objects.iter().map(|o| key_of(o.metadata())).collect();
-        self.apply_relist(kind, Relist { keep, changed: objects }, now);
+        self.apply_relist(kind, Relist { keep, changed: objects }, now, Instant::now());
     }
 
     /// [`Self::replace_kind`] from a [`Relist`]: objects whose key it does not keep are
     /// removed, its changed objects upserted (an object the view holds unchanged needs nothing).
-    pub fn apply_relist(&mut self, kind: ObjectKind, relist: Relist, now: SystemTime) {
-        self.apply_relist_listed(kind, relist, now, Instant::now());
-    }
-
-    /// [`Self::apply_relist`] of a list that started at `started` (wall clock) and
-    /// `started_mono` (monotonic): the kind's data is as old as the list's start, however long
-    /// its pages took (every page shows the state at the first one), so that is its time.
-    pub fn apply_relist_listed(
+    /// The list started at `started` (wall clock) and `started_mono` (monotonic): the kind's
+    /// data is as old as the list's start, however long its pages took (every page shows the
+    /// state at the first one), so that is its time.
+    pub fn apply_relist(
         &mut self,
         kind: ObjectKind,
         relist: Relist,

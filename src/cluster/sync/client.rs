@@ -51,8 +51,7 @@ pub fn build_renewing(config: kube::Config, renew: Renew) -> Result<kube::Client
     Ok(builder.with_layer(&tower::util::MapRequestLayer::new(mark)).build())
 }
 
-/// [`build`] with the configuration `kube::Client::try_default` would use (KUBECONFIG, else
-/// in-cluster).
+/// [`build`] with the configuration [`infer`] gives.
 pub async fn try_default() -> Result<kube::Client, kube::Error> {
     build(infer().await?)
 }

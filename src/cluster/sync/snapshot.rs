@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::{ClusterView, Object, Source};
+use super::{ClusterView, Object, ObjectKind, Source};
 
 mod items;
 pub use items::{items_of, ItemsError};
@@ -158,19 +158,17 @@ pub fn check_item(item: &Value) -> Result<(), String> {
 pub fn check_version(item: &Value) -> Result<(), String> {
     let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = item.get("kind").and_then(Value::as_str).unwrap_or_default();
-    if super::readset::kind_of(api_version, kind).is_some() {
+    if ObjectKind::from_type(api_version, kind).is_some() {
         return Ok(());
     }
-    match super::readset::read_version_of(api_version, kind) {
-        Some(read) => {
-            let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>");
-            Err(format!(
-                "{kind} {name} is {api_version}; longhorn-guard reads {kind} as {read} \
-                 (what `kubectl get -o yaml` prints from a cluster that serves it)"
-            ))
-        }
-        None => Ok(()),
-    }
+    let Some(read) = super::readset::read_version_of(api_version, kind) else {
+        return Ok(());
+    };
+    let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>");
+    Err(format!(
+        "{kind} {name} is {api_version}; longhorn-guard reads {kind} as {read} \
+         (what `kubectl get -o yaml` prints from a cluster that serves it)"
+    ))
 }
 
 /// Converts one item; `Ok(None)` for kinds longhorn-guard does not use.
@@ -179,7 +177,7 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
     let api_version = item.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
     let kind_name = item.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
     let name = item.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("<no name>").to_string();
-    let Some(kind) = super::readset::kind_of(&api_version, &kind_name) else {
+    let Some(kind) = ObjectKind::from_type(&api_version, &kind_name) else {
         check_version(&item)?;
         if api_version == super::LONGHORN_API_VERSION
             && super::readset::CHECK_ONLY_KINDS.contains(&kind_name.as_str())
@@ -202,7 +200,6 @@ fn to_object(item: Value, label: &str) -> Result<Option<Object>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::model::ObjectKind;
 
     #[test]
     fn an_observer_sees_each_item_once_when_json_is_read_again_as_yaml() {

@@ -15,26 +15,11 @@ use crate::exposition::register;
 use super::readset::RESOURCES;
 use super::ObjectKind;
 
-/// Values of the `verb` label, in [`Verb`] order.
-pub const VERBS: [&str; 8] = ["get", "list", "watch", "create", "update", "patch", "delete", "other"];
 /// The `kind` label of a request to a resource outside the read-set.
 pub const OTHER_KIND: &str = "other";
 /// Upper bounds (seconds) of the confirmation latency histogram: a few LISTs on a healthy API
 /// server, up to the API server's 10 s default webhook timeout.
 pub const CONFIRMATION_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-/// What a request does, as the API server's audit log names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verb {
-    Get,
-    List,
-    Watch,
-    Create,
-    Update,
-    Patch,
-    Delete,
-    Other,
-}
 
 /// How one confirmation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +56,6 @@ pub enum WatchFault {
 }
 
 impl WatchFault {
-    pub const ALL: [WatchFault; 2] = [Self::Gone, Self::Error];
-
     /// The `reason` label value.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -109,15 +92,9 @@ pub fn global() -> &'static ApiStats {
     &GLOBAL
 }
 
-impl Default for ApiStats {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl ApiStats {
     /// All counters at zero.
-    pub fn new() -> Self {
+    fn new() -> Self {
         let s = Self {
             requests: Family::default(),
             watch_errors: Family::default(),
@@ -185,7 +162,8 @@ impl ApiStats {
     /// Counts one request to the API server (`method`, URL `path` and `query`).
     pub fn api_request(&self, method: &str, path: &str, query: &str) {
         let (kind, verb) = classify(method, path, query);
-        self.requests.get_or_create(&request_labels(kind, verb)).inc();
+        let kind = kind.map_or(OTHER_KIND, |k| k.display());
+        self.requests.get_or_create(&[("kind", kind), ("verb", verb)]).inc();
     }
 
     /// Counts one failed watch of `kind`.
@@ -215,11 +193,6 @@ impl ApiStats {
     }
 }
 
-/// The `kind` and `verb` labels of a request.
-fn request_labels(kind: Option<ObjectKind>, verb: Verb) -> Labels<2> {
-    [("kind", kind.map_or(OTHER_KIND, |k| k.display())), ("verb", VERBS[verb as usize])]
-}
-
 /// A confirmation counted as waiting for a turn, until dropped.
 #[derive(Debug)]
 pub struct Queued(Gauge);
@@ -230,8 +203,9 @@ impl Drop for Queued {
     }
 }
 
-/// The read-set kind (`None` when outside it) and the verb of a request.
-pub fn classify(method: &str, path: &str, query: &str) -> (Option<ObjectKind>, Verb) {
+/// The read-set kind (`None` when outside it) and the verb of a request, as the API server's
+/// audit log names it (the `verb` label).
+pub fn classify(method: &str, path: &str, query: &str) -> (Option<ObjectKind>, &'static str) {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let (group, rest) = match segments.as_slice() {
         ["api", _version, rest @ ..] => ("", rest),
@@ -249,14 +223,14 @@ pub fn classify(method: &str, path: &str, query: &str) -> (Option<ObjectKind>, V
     let named = rest.len() >= 2;
     let watch = query.split('&').any(|kv| matches!(kv, "watch=true" | "watch=1"));
     let verb = match method {
-        "GET" if watch => Verb::Watch,
-        "GET" if named => Verb::Get,
-        "GET" => Verb::List,
-        "POST" => Verb::Create,
-        "PUT" => Verb::Update,
-        "PATCH" => Verb::Patch,
-        "DELETE" => Verb::Delete,
-        _ => Verb::Other,
+        "GET" if watch => "watch",
+        "GET" if named => "get",
+        "GET" => "list",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "other",
     };
     (kind, verb)
 }

@@ -21,7 +21,7 @@ pub mod supervise;
 use kind::stream_for;
 pub use kind::{loses_events, Tuning};
 use listwatch::Step;
-pub use retry::{fault_of, retry_delay};
+pub use retry::fault_of;
 
 use super::relist::Relist;
 use super::stats::{self, WatchFault};
@@ -156,7 +156,7 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
                 let still_failing = view.update(|v| {
-                    v.apply_relist_listed(kind, relist, started, started_mono);
+                    v.apply_relist(kind, relist, started, started_mono);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
                     }

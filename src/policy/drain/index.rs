@@ -3,8 +3,6 @@
 //! prints. A verdict is [`volume_unsafe`] (the code [`super::analyze_node`] runs), recomputed
 //! whenever an object it reads changes; time never changes it, so nothing expires.
 
-use std::any::Any;
-
 use super::analysis::{override_text, volume_unsafe};
 use super::instances::volume_of_engine_name;
 use super::sites::Sites;
@@ -240,9 +238,5 @@ impl Derived for DrainIndex {
 
     fn clone_box(&self) -> Box<dyn Derived> {
         Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

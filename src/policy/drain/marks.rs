@@ -1,7 +1,6 @@
 //! When a watch view first saw each rebuild at its current progress: the drain rule's stall
 //! detection ([`super::analysis`]) reads it, the view keeps it current ([`Derived`]).
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::time::SystemTime;
 
@@ -50,9 +49,5 @@ impl Derived for RebuildMarks {
 
     fn clone_box(&self) -> Box<dyn Derived> {
         Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -22,11 +22,8 @@ impl Kind for Pod {
 
     fn index(builtin: &mut BuiltIn, _name: &Name, pod: &Self, add: bool) {
         if pod.is_instance_manager() {
-            if add {
-                builtin.instance_manager_pods += 1;
-            } else {
-                builtin.instance_manager_pods -= 1;
-            }
+            let n = &mut builtin.instance_manager_pods;
+            *n = if add { *n + 1 } else { *n - 1 };
         }
     }
 }

@@ -273,13 +273,8 @@ impl InstanceManager {
     /// The data engine whose replicas it can run (`v1` when unset), or `None` for an
     /// instance manager of engines only (type `engine`).
     pub fn replica_engine(&self) -> Option<&str> {
-        matches!(self.spec.type_.as_str(), "aio" | "replica" | "").then(|| {
-            if self.spec.data_engine.is_empty() {
-                "v1"
-            } else {
-                self.spec.data_engine.as_str()
-            }
-        })
+        let engine = Some(self.spec.data_engine.as_str()).filter(|e| !e.is_empty());
+        matches!(self.spec.type_.as_str(), "aio" | "replica" | "").then(|| engine.unwrap_or("v1"))
     }
 }
 

@@ -60,16 +60,17 @@ type Each<'a> = dyn FnMut(String, Value) -> Result<(), String> + 'a;
 /// valid JSON; `refused` holds the item `each` refused, if any.
 fn stream_list(text: &str, each: &mut Each<'_>, refused: &mut Option<(String, String)>) -> bool {
     let mut de = serde_json::Deserializer::from_str(text);
-    let list = de.deserialize_map(Top { each, refused });
+    let list = de.deserialize_map(Stream { each, refused });
     matches!(list, Ok(true)) && de.end().is_ok()
 }
 
-struct Top<'a, 'b> {
+/// Reads the List object (a map) and, as a seed, its `items` (a sequence).
+struct Stream<'a, 'b> {
     each: &'a mut Each<'b>,
     refused: &'a mut Option<(String, String)>,
 }
 
-impl<'de> Visitor<'de> for Top<'_, '_> {
+impl<'de> Visitor<'de> for Stream<'_, '_> {
     /// True when the object was a List whose items were all handed over.
     type Value = bool;
 
@@ -85,7 +86,7 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
                 // Twice would mean the last one counts (as in a parsed tree): not streamable.
                 "items" if items => return Err(de::Error::custom("items given twice")),
                 "items" => {
-                    map.next_value_seed(Items { each: &mut *self.each, refused: &mut *self.refused })?;
+                    map.next_value_seed(Stream { each: &mut *self.each, refused: &mut *self.refused })?;
                     items = true;
                 }
                 "kind" => kind = Some(map.next_value()?),
@@ -96,29 +97,8 @@ impl<'de> Visitor<'de> for Top<'_, '_> {
         }
         Ok(items && kind.as_ref().and_then(Value::as_str).is_some_and(|k| k.ends_with("List")))
     }
-}
 
-struct Items<'a, 'b> {
-    each: &'a mut Each<'b>,
-    refused: &'a mut Option<(String, String)>,
-}
-
-impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Items<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an array of items")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
         let mut i = 0;
         while let Some(item) = seq.next_element::<Value>()? {
             let mut flat = Vec::new();
@@ -131,7 +111,15 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
             }
             i += 1;
         }
-        Ok(())
+        Ok(true)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Stream<'_, '_> {
+    type Value = bool;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_seq(self)
     }
 }
 

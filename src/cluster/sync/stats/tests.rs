@@ -4,34 +4,21 @@ use super::*;
 
 #[test]
 fn requests_are_classified_by_kind_and_verb() {
+    use ObjectKind::{LonghornNode, Node, Pod, Replica, Setting};
     let lh = "/apis/longhorn.io/v1beta2/namespaces/longhorn-system";
-    let cases = [
-        (
-            "GET",
-            format!("{lh}/replicas"),
-            "labelSelector=longhornnode%3Dn1",
-            Some(ObjectKind::Replica),
-            Verb::List,
-        ),
-        (
-            "GET",
-            format!("{lh}/nodes"),
-            "watch=true&timeoutSeconds=290",
-            Some(ObjectKind::LonghornNode),
-            Verb::Watch,
-        ),
-        ("GET", format!("{lh}/settings/storage-network"), "", Some(ObjectKind::Setting), Verb::Get),
-        ("GET", "/api/v1/nodes".into(), "", Some(ObjectKind::Node), Verb::List),
-        ("GET", "/api/v1/namespaces/longhorn-system/pods/im-1".into(), "", Some(ObjectKind::Pod), Verb::Get),
-        ("PATCH", "/api/v1/namespaces/x/pods/p".into(), "", Some(ObjectKind::Pod), Verb::Patch),
-        ("GET", "/api/v1/namespaces/default".into(), "", None, Verb::Get),
-        ("GET", "/apis/apps/v1/deployments".into(), "", None, Verb::List),
-        ("GET", "/version".into(), "", None, Verb::List),
-        ("OPTIONS", "/api/v1/nodes".into(), "", Some(ObjectKind::Node), Verb::Other),
-    ];
-    for (method, path, query, kind, verb) in cases {
-        assert_eq!(classify(method, &path, query), (kind, verb), "{method} {path}?{query}");
-    }
+    let is = |method: &str, path: &str, query: &str, want: (Option<ObjectKind>, &str)| {
+        assert_eq!(classify(method, path, query), want, "{method} {path}?{query}");
+    };
+    is("GET", &format!("{lh}/replicas"), "labelSelector=longhornnode%3Dn1", (Some(Replica), "list"));
+    is("GET", &format!("{lh}/nodes"), "watch=true&timeoutSeconds=290", (Some(LonghornNode), "watch"));
+    is("GET", &format!("{lh}/settings/storage-network"), "", (Some(Setting), "get"));
+    is("GET", "/api/v1/nodes", "", (Some(Node), "list"));
+    is("GET", "/api/v1/namespaces/longhorn-system/pods/im-1", "", (Some(Pod), "get"));
+    is("PATCH", "/api/v1/namespaces/x/pods/p", "", (Some(Pod), "patch"));
+    is("GET", "/api/v1/namespaces/default", "", (None, "get"));
+    is("GET", "/apis/apps/v1/deployments", "", (None, "list"));
+    is("GET", "/version", "", (None, "list"));
+    is("OPTIONS", "/api/v1/nodes", "", (Some(Node), "other"));
 }
 
 #[test]

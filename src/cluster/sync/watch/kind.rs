@@ -69,20 +69,7 @@ fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
             let inner = st.inner.get_or_insert_with(|| {
                 let params =
                     Params { page_size: kind.page_size(), timeout_secs: watch_timeout_secs, resume_once };
-                list_then_watch(api, params)
-                    .backoff(Retry::default())
-                    .map(|ev| {
-                        ev.map(|e| match e {
-                            Step::Event(Event::Init) => Step::Event(Event::Init),
-                            Step::Event(Event::InitApply(o)) => Step::Event(Event::InitApply(Item::from(o))),
-                            Step::Event(Event::InitDone) => Step::Event(Event::InitDone),
-                            Step::Event(Event::Apply(o)) => Step::Event(Event::Apply(Item::from(o))),
-                            Step::Event(Event::Delete(o)) => Step::Event(Event::Delete(Item::from(o))),
-                            Step::Progress(rv) => Step::Progress(rv),
-                            Step::Interrupted(e) => Step::Interrupted(e),
-                        })
-                    })
-                    .boxed()
+                list_then_watch(api, params).backoff(Retry::default()).boxed()
             });
             let next = match st.failed_at {
                 None => inner.next().await,

@@ -88,10 +88,11 @@ enum Resume {
 
 type Out<K> = Result<Step<K>, watcher::Error>;
 
-/// The steps of `api`'s list-then-watch, forever.
-pub fn list_then_watch<K>(api: Api<K>, params: Params) -> BoxStream<'static, Out<K>>
+/// The steps of `api`'s list-then-watch, forever, each object converted into a `T`.
+pub fn list_then_watch<K, T>(api: Api<K>, params: Params) -> BoxStream<'static, Out<T>>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    T: From<K> + Send + 'static,
 {
     stream::unfold((api, Phase::Empty), move |(api, phase)| async move {
         let mut phase = phase;
@@ -106,9 +107,10 @@ where
     .boxed()
 }
 
-async fn step<K>(api: &Api<K>, params: Params, phase: Phase<K>) -> (Option<Out<K>>, Phase<K>)
+async fn step<K, T>(api: &Api<K>, params: Params, phase: Phase<K>) -> (Option<Out<T>>, Phase<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    T: From<K>,
 {
     match phase {
         Phase::Empty => (
@@ -117,7 +119,8 @@ where
         ),
         Phase::Paging { cont, mut items, rv } => {
             if let Some(item) = items.pop_front() {
-                return (Some(Ok(Step::Event(Event::InitApply(item)))), Phase::Paging { cont, items, rv });
+                let next = Phase::Paging { cont, items, rv };
+                return (Some(Ok(Step::Event(Event::InitApply(item.into())))), next);
             }
             if let (None, Some(rv)) = (&cont, &rv) {
                 let rv = rv.clone();
@@ -215,13 +218,15 @@ where
 }
 
 /// An added, changed or deleted object, which moves the watch on to its resource version.
-fn applied<K: Resource>(
+fn applied<K: Resource, T: From<K>>(
     o: K,
     events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
-    event: fn(K) -> Event<K>,
-) -> (Option<Out<K>>, Phase<K>) {
+    event: fn(T) -> Event<T>,
+) -> (Option<Out<T>>, Phase<K>) {
     match o.meta().resource_version.clone().filter(|rv| !rv.is_empty()) {
-        Some(rv) => (Some(Ok(Step::Event(event(o)))), Phase::Watching { rv, events, silent_since: None }),
+        Some(rv) => {
+            (Some(Ok(Step::Event(event(o.into())))), Phase::Watching { rv, events, silent_since: None })
+        }
         None => (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty),
     }
 }

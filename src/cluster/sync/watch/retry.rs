@@ -8,14 +8,8 @@ use kube::runtime::watcher;
 use super::{RETRY_MAX, RETRY_MIN};
 use crate::cluster::sync::stats::WatchFault;
 
-/// The delay before attempt `failures` + 1 after `failures` consecutive failures (1 or more):
-/// [`RETRY_MIN`] doubled each time, at most [`RETRY_MAX`].
-pub fn retry_delay(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
-    RETRY_MIN.saturating_mul(1 << doublings).min(RETRY_MAX)
-}
-
-/// [`retry_delay`] as the watcher's backoff (reset by every event).
+/// The watcher's backoff (reset by every event): after each consecutive failure, [`RETRY_MIN`]
+/// doubled each time, at most [`RETRY_MAX`].
 #[derive(Default)]
 pub(super) struct Retry {
     failures: u32,
@@ -24,8 +18,9 @@ pub(super) struct Retry {
 impl Iterator for Retry {
     type Item = Duration;
     fn next(&mut self) -> Option<Duration> {
+        let doublings = self.failures.min(16);
         self.failures = self.failures.saturating_add(1);
-        Some(retry_delay(self.failures))
+        Some(RETRY_MIN.saturating_mul(1 << doublings).min(RETRY_MAX))
     }
 }
 
@@ -58,11 +53,12 @@ mod tests {
 
     #[test]
     fn retries_start_fast_and_stay_within_a_few_seconds() {
-        assert_eq!(retry_delay(1), RETRY_MIN);
-        assert_eq!(retry_delay(2), RETRY_MIN * 2);
-        assert_eq!(retry_delay(3), RETRY_MAX);
-        assert_eq!(retry_delay(4), RETRY_MAX);
-        assert_eq!(retry_delay(u32::MAX), RETRY_MAX);
+        let mut retry = Retry::default();
+        let first: Vec<Duration> = retry.by_ref().take(4).collect();
+        assert_eq!(first, [RETRY_MIN, RETRY_MIN * 2, RETRY_MAX, RETRY_MAX]);
+        retry.reset();
+        assert_eq!(retry.next(), Some(RETRY_MIN));
+        assert_eq!(Retry { failures: u32::MAX }.next(), Some(RETRY_MAX));
     }
 
     #[test]

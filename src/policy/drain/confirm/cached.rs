@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use super::labels::{self, Labelled};
 use super::selectors::Selector;
 use crate::cluster::meta::{Meta, KEPT_LABELS};
-use crate::cluster::{readset, ClusterView, Object, ObjectKind, SharedView};
+use crate::cluster::{ClusterView, Object, ObjectKind, SharedView};
 
 /// The watch view and the kinds it holds current for one confirmation.
 pub struct Cached {
@@ -44,7 +44,7 @@ impl Cached {
         if !self.kinds.contains(&kind) || !kept {
             return None;
         }
-        let namespace = readset::resource(kind).namespace;
+        let namespace = kind.resource().namespace;
         let keep =
             |m: &Meta| namespace.is_none_or(|ns| m.namespace.as_deref() == Some(ns)) && selector.matches(m);
         let view = self.view.read();

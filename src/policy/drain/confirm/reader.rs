@@ -12,7 +12,6 @@ use super::labels;
 use super::selectors::{encode_query_value, Selector};
 use super::summary::{self, TABLE_ACCEPT};
 use super::{ConfirmError, MAX_ERROR_CHARS};
-use crate::cluster::readset;
 use crate::cluster::Listed as _;
 use crate::cluster::{on_kind, InstanceManager, Object, ObjectKind};
 
@@ -99,7 +98,7 @@ impl Reader<'_> {
             return Ok(Listed { sent: self.sent.fetch_add(1, Ordering::SeqCst), objects });
         }
         let (sent, body) = self.fetch(kind, selector, None, &what).await?;
-        let want = format!("{}List", readset::resource(kind).type_name);
+        let want = format!("{}List", kind.resource().type_name);
         let objects = on_kind!(kind, K => parse(&body, &want, |o: K| K::wrap(Box::new(o))))
             .map_err(|message| ConfirmError::Decode { what: what.clone(), message })?;
         if let Some(message) = objects.iter().find_map(labels::disagreement) {
@@ -171,7 +170,7 @@ impl Reader<'_> {
         what: &str,
     ) -> Result<(u64, String), ConfirmError> {
         let request_error = |message: String| ConfirmError::Request { what: what.to_string(), message };
-        let mut url = readset::resource(kind).list_path();
+        let mut url = kind.resource().list_path();
         let mut query = Vec::new();
         if let Some(sel) = selector {
             query.push(format!("labelSelector={}", encode_query_value(&sel.to_string())));
