@@ -173,20 +173,6 @@ mod tests {
     }
 
     #[test]
-    fn networks_json_form_as_longhorn_writes_it() {
-        let v = r#"[{"namespace": "kube-system", "name": "storage-net", "interface": "lhnet1"}]"#;
-        assert_eq!(
-            parse_networks(v, Some("longhorn-system")).unwrap(),
-            vec![net("kube-system", "storage-net", Some("lhnet1"))]
-        );
-        let v = r#"[{"name": "storage-net"}]"#;
-        assert_eq!(
-            parse_networks(v, Some("longhorn-system")).unwrap(),
-            vec![net("longhorn-system", "storage-net", None)]
-        );
-    }
-
-    #[test]
     fn networks_comma_form() {
         let got = parse_networks(" kube-system/storage-net@lhnet1 , other,ns2/n2 ", Some("longhorn-system"))
             .unwrap();

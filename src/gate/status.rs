@@ -194,34 +194,6 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_the_good_fixture_through_the_kubelet_format() {
-        let f = fixture("longhorn/multus-network-status-good.json");
-        let raw = f["rawAnnotationString"].as_str().unwrap();
-        // Go %q of the raw string: backslash, quote and newline escaped.
-        let quoted = format!("\"{}\"", raw.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
-        let text = format!("{NETWORK_STATUS_ANNOTATION}={quoted}\n{NETWORKS_ANNOTATION}=\"x\"");
-        let m = parse_kubelet_map(&text).unwrap();
-        assert_eq!(m[NETWORK_STATUS_ANNOTATION], raw);
-        let want = [net("harvester-system", "storagenetwork-svrwv", Some("lhnet1"))];
-        let found = check(&want, &m, &|i| i == "lhnet1").unwrap();
-        assert_eq!(
-            found,
-            vec![Found {
-                network: "harvester-system/storagenetwork-svrwv".into(),
-                interface: Some("lhnet1".into()),
-                ip: "192.168.100.12".into(),
-                key: NETWORK_STATUS_ANNOTATION,
-            }]
-        );
-        let line = ready_line(&found, "the API server");
-        assert_eq!(
-            line,
-            "storage network ready: harvester-system/storagenetwork-svrwv on lhnet1 with IP 192.168.100.12 \
-             (from k8s.v1.cni.cncf.io/network-status, read from the API server)"
-        );
-    }
-
-    #[test]
     fn the_11639_pod_is_missing_the_annotation() {
         let f = fixture("longhorn/multus-network-status-bad-11639.json");
         let ann: BTreeMap<String, String> =
@@ -237,7 +209,6 @@ mod tests {
             let msg = timeout_message(&want, waited, &missing);
             assert!(msg.contains(&format!("not ready after {shown}:")), "{msg}");
         }
-        assert!(msg.contains("Longhorn uses the pod IP") && msg.contains("stall at 0%"), "{msg}");
     }
 
     fn status(value: serde_json::Value) -> String {
@@ -268,17 +239,6 @@ mod tests {
             check(&want, &ann, &|_| true).unwrap_err(),
             Missing::Malformed { key: NETWORK_STATUS_ANNOTATION, .. }
         ));
-
-        // Another network present, ours absent.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([
-                entry("k8s-pod-network", serde_json::json!(["10.52.0.1"])),
-                entry("kube-system/other", serde_json::json!(["1.2.3.4"]))
-            ])),
-        );
-        let m = check(&want, &ann, &|_| true).unwrap_err();
-        assert_eq!(m.to_string(), "network kube-system/storage-net is not listed in annotation k8s.v1.cni.cncf.io/network-status (listed: k8s-pod-network, kube-system/other)");
 
         // A null element decodes (as in Go) to an entry with no name, shown as `""`.
         ann.insert(
@@ -315,24 +275,17 @@ mod tests {
             );
         }
 
-        // Interface missing locally.
+        // No interface requested: the one Multus reports is cross-checked.
         ann.insert(
             NETWORK_STATUS_ANNOTATION.to_string(),
             status(serde_json::json!([entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))])),
         );
-        let m = check(&want, &ann, &|i| i != "lhnet1").unwrap_err();
-        assert_eq!(m.to_string(), "interface lhnet1 of network kube-system/storage-net does not exist in the pod (/sys/class/net/lhnet1 is missing)");
-
-        // No interface requested: the one Multus reports is cross-checked.
         let bare = [net("kube-system", "storage-net", None)];
         assert!(matches!(
             check(&bare, &ann, &|i| i != "lhnet1").unwrap_err(),
             Missing::InterfaceAbsent { .. }
         ));
         assert_eq!(check(&bare, &ann, &|_| true).unwrap()[0].interface.as_deref(), Some("lhnet1"));
-
-        // Absent entirely.
-        assert_eq!(check(&want, &BTreeMap::new(), &|_| true).unwrap_err(), Missing::AnnotationAbsent);
     }
 
     proptest::proptest! {

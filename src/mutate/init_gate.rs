@@ -199,27 +199,3 @@ fn service_account_mount_name(spec: &Value) -> Option<&str> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timeout_text_parses_back() {
-        for secs in [1, 60, 90, 3600] {
-            let d = std::time::Duration::from_secs(secs);
-            assert_eq!(crate::policy::duration::parse(&crate::policy::show(d)).unwrap(), d);
-        }
-        let d = std::time::Duration::from_millis(1500);
-        assert_eq!(crate::policy::show(d), "1s500ms");
-        assert_eq!(crate::policy::duration::parse(&crate::policy::show(d)).unwrap(), d);
-    }
-
-    #[test]
-    fn pointer_paths() {
-        let op = append(&json!([]), "initContainers", json!({}));
-        assert_eq!(serde_json::to_value(&op).unwrap()["path"], "/spec/initContainers/-");
-        let op = append(&Value::Null, "volumes", json!({"a": 1}));
-        let v = serde_json::to_value(&op).unwrap();
-        assert_eq!((v["path"].as_str(), &v["value"]), (Some("/spec/volumes"), &json!([{"a": 1}])));
-    }
-}
