@@ -92,7 +92,6 @@ pub enum CertsError {
 #[derive(Clone, Debug)]
 pub struct Generated {
     pub ca_cert: PathBuf,
-    pub ca_key: PathBuf,
     pub tls_cert: PathBuf,
     pub tls_key: PathBuf,
     /// True when an existing CA was kept, false when a new one was created.
@@ -172,7 +171,6 @@ pub fn generate(opts: &CertsOptions) -> Result<Generated, CertsError> {
 
     Ok(Generated {
         ca_cert: ca_cert_path,
-        ca_key: ca_key_path,
         tls_cert: tls_cert_path,
         tls_key: tls_key_path,
         ca_reused,

@@ -122,10 +122,6 @@ impl ReloadingCert {
         })
     }
 
-    pub fn files(&self) -> &TlsFiles {
-        &self.files
-    }
-
     /// The pair currently served.
     pub fn current(&self) -> Arc<CertifiedKey> {
         self.state.read().unwrap_or_else(|p| p.into_inner()).key.clone()

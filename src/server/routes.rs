@@ -17,8 +17,8 @@ use crate::clip::{clip_to, MAX_TEXT};
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
+        .route("/validate", post(|State(app), req| webhook(app, WebhookKind::Validate, req)))
+        .route("/mutate", post(|State(app), req| webhook(app, WebhookKind::Mutate, req)))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -41,14 +41,6 @@ async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response 
     };
     let path = clip_to(path, 200);
     text(code, &format!("{what}: {method} {path}; longhorn-guard serves {ROUTES}"))
-}
-
-async fn validate(State(app): State<Arc<AppState>>, req: Request) -> Response {
-    webhook(app, WebhookKind::Validate, req).await
-}
-
-async fn mutate(State(app): State<Arc<AppState>>, req: Request) -> Response {
-    webhook(app, WebhookKind::Mutate, req).await
 }
 
 /// One webhook request, its head read in place (no copy of the headers or the query).
