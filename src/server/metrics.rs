@@ -202,31 +202,34 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cluster::{ClusterView, SharedView, Source};
     use crate::policy::Policy;
+    use crate::server::readiness::{Readiness, Rule};
     use crate::tls::{ReloadingCert, TlsFiles};
     use std::sync::Arc;
     use std::time::SystemTime;
 
-    /// Metrics over an empty snapshot view; the tempdir holds the certificates.
-    fn metrics() -> (Metrics, tempfile::TempDir) {
+    /// Metrics over `view`, and the readiness they export; the tempdir holds the certificates.
+    pub(in crate::server) fn metrics_over(
+        view: SharedView,
+        policy: Arc<Policy>,
+    ) -> (Metrics, Readiness, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         let tls = ReloadingCert::load(TlsFiles::in_dir(dir.path()), crate::tls::provider()).unwrap();
+        let gauges = ScrapeGauges { view, policy, tls: Arc::new(tls) };
+        let s = Duration::from_secs;
+        let readiness = Readiness::new(Rule { unready_after: s(10), max_view_age: s(5), by_age: true });
+        (Metrics::new(gauges, &readiness), readiness, dir)
+    }
+
+    /// Metrics over an empty snapshot view.
+    fn metrics() -> (Metrics, tempfile::TempDir) {
         let view = ClusterView::from_objects(Source::Snapshot("x".into()), [], SystemTime::now());
-        let gauges = ScrapeGauges {
-            view: SharedView::new(view),
-            policy: Arc::new(Policy::default()),
-            tls: Arc::new(tls),
-        };
-        let rule = crate::server::readiness::Rule {
-            unready_after: Duration::ZERO,
-            max_view_age: Duration::from_secs(5),
-            by_age: false,
-        };
-        (Metrics::new(gauges, &crate::server::readiness::Readiness::new(rule)), dir)
+        let (m, _, dir) = metrics_over(SharedView::new(view), Arc::new(Policy::default()));
+        (m, dir)
     }
 
     fn render(m: &Metrics) -> String {

@@ -197,26 +197,13 @@ mod tests {
     }
 
     fn app() -> (Arc<AppState>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
-        let files = crate::tls::TlsFiles::in_dir(dir.path());
-        let tls = Arc::new(crate::tls::ReloadingCert::load(files, crate::tls::provider()).unwrap());
         let snapshot =
             concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
         let view =
             crate::cluster::SharedView::new(crate::cluster::snapshot::load(Path::new(snapshot)).unwrap());
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
-        let readiness = crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
-            unready_after: Duration::from_secs(10),
-            max_view_age: Duration::from_secs(5),
-            by_age: true,
-        });
-        let gauges = crate::server::metrics::ScrapeGauges {
-            view: admitter.view.clone(),
-            policy: admitter.policy.clone(),
-            tls,
-        };
-        let metrics = crate::server::metrics::Metrics::new(gauges, &readiness);
+        let (metrics, readiness, dir) =
+            crate::server::metrics::tests::metrics_over(admitter.view.clone(), admitter.policy.clone());
         let app = AppState {
             admitter,
             checks: None,
