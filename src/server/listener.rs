@@ -75,25 +75,18 @@ pub(crate) async fn serve(
         grace = ?limits.shutdown_grace,
         "no longer accepting; finishing in-flight requests"
     );
-    let grace = tokio::time::sleep(limits.shutdown_grace);
-    tokio::pin!(grace);
-    loop {
-        tokio::select! {
-            next = connections.join_next() => if next.is_none() {
-                tracing::info!("all connections closed");
-                return true;
-            },
-            _ = &mut grace => {
-                tracing::warn!(
-                    grace = ?limits.shutdown_grace,
-                    connections = connections.len(),
-                    "shutdown grace period over; closing the remaining connections"
-                );
-                connections.abort_all();
-                return false;
-            }
-        }
+    let all_closed = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.shutdown_grace, all_closed).await.is_ok() {
+        tracing::info!("all connections closed");
+        return true;
     }
+    tracing::warn!(
+        grace = ?limits.shutdown_grace,
+        connections = connections.len(),
+        "shutdown grace period over; closing the remaining connections"
+    );
+    connections.abort_all();
+    false
 }
 
 /// Waits for the shutdown request, then moves through `Draining` (for the delay) to `Closing`.
@@ -130,12 +123,12 @@ async fn connection(
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
-                state.metrics.tls_handshake_error();
+                state.metrics.server.tls_handshake_errors.inc();
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
                 return;
             }
             Err(_) => {
-                state.metrics.tls_handshake_error();
+                state.metrics.server.tls_handshake_errors.inc();
                 tracing::debug!(%peer, "TLS handshake timed out");
                 return;
             }

@@ -51,8 +51,6 @@ pub struct Metrics {
     /// `code`: HTTP status of requests answered with an error.
     http_errors: Family<[(&'static str, u16); 1], Counter>,
     in_flight: Gauge,
-    /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
-    tls_handshake_errors: Counter,
     /// Server-side connection and failure counters.
     pub server: std::sync::Arc<ServerCounters>,
 }
@@ -68,6 +66,8 @@ pub struct ServerCounters {
     pub connections_evicted: Counter,
     /// Failed `accept` calls (e.g. out of file descriptors).
     pub accept_errors: Counter,
+    /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
+    pub tls_handshake_errors: Counter,
 }
 
 /// Decrements the in-flight gauge when dropped.
@@ -88,7 +88,6 @@ impl Metrics {
             durations: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
             http_errors: Family::default(),
             in_flight: Gauge::default(),
-            tls_handshake_errors: Counter::default(),
             server: Default::default(),
         };
         let mut r = Registry::default();
@@ -121,7 +120,7 @@ impl Metrics {
             &mut r,
             "longhorn_guard_tls_handshake_errors",
             "Connections closed because the TLS handshake failed (e.g. plaintext HTTP).",
-            m.tls_handshake_errors.clone(),
+            m.server.tls_handshake_errors.clone(),
         );
         let s = &m.server;
         register(
@@ -187,11 +186,6 @@ impl Metrics {
     /// Records a request answered with HTTP status `code` (>= 400).
     pub fn http_error(&self, code: u16) {
         self.http_errors.get_or_create(&[("code", code)]).inc();
-    }
-
-    /// Records a failed TLS handshake.
-    pub fn tls_handshake_error(&self) {
-        self.tls_handshake_errors.inc();
     }
 
     /// Appends every metric in the Prometheus text format.
