@@ -169,13 +169,7 @@ pub fn generate(opts: &CertsOptions) -> Result<Generated, CertsError> {
     write_atomic(&tls_key_path, leaf_key.serialize_pem().as_bytes(), 0o600)?;
     write_atomic(&tls_cert_path, leaf.pem().as_bytes(), 0o644)?;
 
-    Ok(Generated {
-        ca_cert: ca_cert_path,
-        tls_cert: tls_cert_path,
-        tls_key: tls_key_path,
-        ca_reused,
-        sans,
-    })
+    Ok(Generated { ca_cert: ca_cert_path, tls_cert: tls_cert_path, tls_key: tls_key_path, ca_reused, sans })
 }
 
 fn ca_params() -> CertificateParams {

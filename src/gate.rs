@@ -134,16 +134,11 @@ pub async fn run(args: GateArgs) -> ExitCode {
                 );
                 return ExitCode::from(2);
             };
-            match ApiSource::in_cluster(ns, name) {
-                Ok(api) => Some(api),
-                Err(e) => {
-                    tracing::warn!(
-                        "cannot reach the API server ({e}); reading annotations only from {}",
-                        opts.annotations_file.display()
-                    );
-                    None
-                }
-            }
+            let unreachable = |e: &String| {
+                let file = opts.annotations_file.display();
+                tracing::warn!("cannot reach the API server ({e}); reading annotations only from {file}");
+            };
+            ApiSource::in_cluster(ns, name).inspect_err(unreachable).ok()
         }
     };
     let outcome = tokio::select! {
@@ -176,7 +171,7 @@ pub async fn wait(opts: &GateOptions, api: Option<&ApiSource>) -> Outcome {
         let (read, origin) = read_annotations(opts, api, &mut logged).await;
         let missing = match read {
             Ok(annotations) => {
-                let exists = |iface: &str| source::interface_exists(&opts.sys_class_net, iface);
+                let exists = |iface: &str| opts.sys_class_net.join(iface).exists();
                 match check(&opts.networks, &annotations, &exists) {
                     Ok(found) => return Outcome::Ready(ready_line(&found, &origin)),
                     Err(missing) => missing,

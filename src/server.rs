@@ -165,18 +165,14 @@ impl Server {
             readiness,
         });
         tokio::spawn(cert.watch(config.limits.tls_reload_interval, draining(stage.subscribe())));
-        let tick_rx = stage.subscribe();
-        let ticked = state.clone();
+        let (ticked, shutdown) = (state.clone(), draining(stage.subscribe()));
         tokio::spawn(async move {
-            let ticks = async {
-                loop {
-                    tokio::time::sleep(readiness::TICK).await;
-                    ticked.observe_readiness();
+            tokio::pin!(shutdown);
+            loop {
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = tokio::time::sleep(readiness::TICK) => drop(ticked.observe_readiness()),
                 }
-            };
-            tokio::select! {
-                () = ticks => {}
-                () = draining(tick_rx) => {}
             }
         });
         let task = tokio::spawn(listener::serve(listener, tls_config, state, stage.clone()));
@@ -254,7 +250,6 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             )
         }
     };
-    let listen = args.listen;
     let policy = Arc::new(Policy::load(args.policy.as_deref()).map_err(|e| format!("policy: {e}"))?);
     let (admitter, checks, watches) = match &args.state {
         Some(path) => {
@@ -343,7 +338,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         }
     };
     let limits = Limits { unready_by_age: !args.freshness_probe_interval.is_zero(), ..args.limits.clone() };
-    match Server::bind(ServerConfig { listen, tls, admitter, limits, checks }).await {
+    match Server::bind(ServerConfig { listen: args.listen, tls, admitter, limits, checks }).await {
         Ok((addr, handle)) => Ok((addr, handle, watches)),
         Err(e) => {
             // Stop the watches at once: their failing requests would only bury the reason.

@@ -198,4 +198,3 @@ fn service_account_mount_name(spec: &Value) -> Option<&str> {
         })
     })
 }
-
