@@ -171,6 +171,7 @@ pub async fn wait(opts: &GateOptions, api: Option<&ApiSource>) -> Outcome {
         let (read, origin) = read_annotations(opts, api, &mut logged).await;
         let missing = match read {
             Ok(annotations) => {
+                // `check` asks only for valid interface names (no `/`, `.` or `..`).
                 let exists = |iface: &str| opts.sys_class_net.join(iface).exists();
                 match check(&opts.networks, &annotations, &exists) {
                     Ok(found) => return Outcome::Ready(ready_line(&found, &origin)),

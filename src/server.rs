@@ -1,9 +1,6 @@
 //! The HTTPS admission server: axum routes ([`routes`]) served by hyper's HTTP/1.1 connection
 //! driver over a tokio-rustls accept loop ([`listener`]), at most `--max-connections`
 //! connections ([`cap`]), shut down in stages ([`Stage`]; docs/server.md).
-//!
-//! [`Server::bind`] is the library entry point (tests start the real server on port 0 with
-//! it); [`run`] is the `longhorn-guard serve` edge: configuration, signals, exit status.
 
 mod args;
 pub mod body;
@@ -61,7 +58,6 @@ pub enum ServeError {
 /// Shared by every request handler.
 pub(crate) struct AppState {
     pub(crate) admitter: Admitter,
-    /// [`ServerConfig::checks`].
     pub(crate) checks: Option<SharedChecks>,
     pub(crate) metrics: Metrics,
     pub(crate) limits: Limits,

@@ -70,14 +70,9 @@ impl Default for ReloadStats {
 }
 
 impl ReloadStats {
-    /// Counts one reload attempt: `ok`, or an error.
-    fn count(&self, ok: bool) {
-        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).inc();
-    }
-
-    /// Reload attempts counted so far: `ok`, or errors.
-    pub fn counted(&self, ok: bool) -> u64 {
-        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).get()
+    /// The count of reload attempts that were `ok`, or of those that failed.
+    pub fn counter(&self, ok: bool) -> Counter {
+        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).clone()
     }
 }
 
@@ -144,7 +139,7 @@ impl ReloadingCert {
                 Err(e) if last.as_deref() == Some(e.to_string().as_str()) => return Ok(false),
                 Err(e) => {
                     *last = Some(e.to_string());
-                    self.stats.count(false);
+                    self.stats.counter(false).inc();
                     return Err(e);
                 }
             }
@@ -162,11 +157,11 @@ impl ReloadingCert {
             Ok(key) => {
                 self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
                 state.key = Arc::new(key);
-                self.stats.count(true);
+                self.stats.counter(true).inc();
                 Ok(true)
             }
             Err(e) => {
-                self.stats.count(false);
+                self.stats.counter(false).inc();
                 Err(e)
             }
         }
@@ -314,8 +309,8 @@ mod tests {
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         assert!(r.reload_if_changed().unwrap());
         assert_ne!(r.current().cert[0], first);
-        assert_eq!(r.stats.counted(true), 1);
-        assert_eq!(r.stats.counted(false), 1);
+        assert_eq!(r.stats.counter(true).get(), 1);
+        assert_eq!(r.stats.counter(false).get(), 1);
 
         // A key file that is gone: reported once while it stays gone, the pair keeps serving.
         let serving = r.current().cert[0].clone();
@@ -324,7 +319,7 @@ mod tests {
         for _ in 0..3 {
             assert!(!r.reload_if_changed().unwrap());
         }
-        assert_eq!(r.stats.counted(false), 2);
+        assert_eq!(r.stats.counter(false).get(), 2);
         assert_eq!(r.current().cert[0], serving);
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         assert!(r.reload_if_changed().unwrap());

@@ -85,13 +85,10 @@ pub fn check(
     annotations: &BTreeMap<String, String>,
     interface_exists: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Found>, Missing> {
-    let (key, raw) = match annotations.get(NETWORK_STATUS_ANNOTATION) {
-        Some(v) => (NETWORK_STATUS_ANNOTATION, v),
-        None => match annotations.get(LEGACY_NETWORK_STATUS_ANNOTATION) {
-            Some(v) => (LEGACY_NETWORK_STATUS_ANNOTATION, v),
-            None => return Err(Missing::AnnotationAbsent),
-        },
-    };
+    let (key, raw) = [NETWORK_STATUS_ANNOTATION, LEGACY_NETWORK_STATUS_ANNOTATION]
+        .into_iter()
+        .find_map(|key| Some((key, annotations.get(key)?)))
+        .ok_or(Missing::AnnotationAbsent)?;
     // A `null` element decodes, in Go, to an entry with no name: it matches nothing.
     // Keys match fields ignoring case, as Go decodes them (`super::go_json`).
     let malformed =

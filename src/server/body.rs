@@ -102,7 +102,6 @@ pub async fn read_body(
         return Err(BodyError::TooLarge);
     }
     let mut drain_until = too_large.then(|| tokio::time::Instant::now() + DRAIN_FOR);
-    // A body's reservation of its bytes, once it grows past [`MAX_RESERVE`].
     let mut received = None;
     loop {
         // Once the answer is a 413, the rest is drained only while it keeps coming.
