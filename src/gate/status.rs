@@ -168,6 +168,7 @@ mod tests {
     use super::*;
     use crate::gate::kubelet_file::parse_kubelet_map;
     use crate::gate::networks::{parse_networks, NETWORKS_ANNOTATION};
+    use serde_json::json;
 
     fn fixture(path: &str) -> serde_json::Value {
         let full = format!("{}/../shared/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -208,64 +209,44 @@ mod tests {
         }
     }
 
-    fn status(value: serde_json::Value) -> String {
-        value.to_string()
-    }
-
     #[test]
     fn check_mirrors_longhorn() {
         let want = [net("kube-system", "storage-net", Some("lhnet1"))];
-        let entry = |name: &str, ips: serde_json::Value| serde_json::json!({"name": name, "interface": "lhnet1", "ips": ips});
+        let entry =
+            |name: &str, ips: serde_json::Value| json!({"name": name, "interface": "lhnet1", "ips": ips});
+        const S: &str = NETWORK_STATUS_ANNOTATION;
         let mut ann = BTreeMap::new();
 
         // Legacy key only: accepted.
         ann.insert(
             LEGACY_NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([entry(
-                "kube-system/storage-net",
-                serde_json::json!(["10.0.0.9", "10.0.0.10"])
-            )])),
+            json!([entry("kube-system/storage-net", json!(["10.0.0.9", "10.0.0.10"]))]).to_string(),
         );
         let found = check(&want, &ann, &|_| true).unwrap();
         // Longhorn sorts the IPs as strings and takes the first.
         assert_eq!((found[0].ip.as_str(), found[0].key), ("10.0.0.10", LEGACY_NETWORK_STATUS_ANNOTATION));
 
         // The new key wins over the legacy key, even when it is malformed (Longhorn does not fall back).
-        ann.insert(NETWORK_STATUS_ANNOTATION.to_string(), "{not json".into());
+        ann.insert(S.into(), "{not json".into());
         assert!(matches!(
             check(&want, &ann, &|_| true).unwrap_err(),
             Missing::Malformed { key: NETWORK_STATUS_ANNOTATION, .. }
         ));
 
         // A null element decodes (as in Go) to an entry with no name, shown as `""`.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([null, entry("", serde_json::json!(["1.2.3.4"]))])),
-        );
+        ann.insert(S.into(), json!([null, entry("", json!(["1.2.3.4"]))]).to_string());
         let m = check(&want, &ann, &|_| true).unwrap_err();
         assert!(m.to_string().ends_with(r#"(listed: "")"#), "{m}");
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([
-                null,
-                entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))
-            ])),
-        );
+        ann.insert(S.into(), json!([null, entry("kube-system/storage-net", json!(["1.2.3.4"]))]).to_string());
         assert_eq!(check(&want, &ann, &|_| true).unwrap()[0].ip, "1.2.3.4");
 
         // Listed by its bare name only: not what Longhorn compares.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([entry("storage-net", serde_json::json!(["1.2.3.4"]))])),
-        );
+        ann.insert(S.into(), json!([entry("storage-net", json!(["1.2.3.4"]))]).to_string());
         assert!(matches!(check(&want, &ann, &|_| true).unwrap_err(), Missing::NotListed { .. }));
 
         // No IP (empty, null, empty string).
-        for ips in [serde_json::json!([]), serde_json::json!(null), serde_json::json!([""])] {
-            ann.insert(
-                NETWORK_STATUS_ANNOTATION.to_string(),
-                status(serde_json::json!([entry("kube-system/storage-net", ips)])),
-            );
+        for ips in [json!([]), json!(null), json!([""])] {
+            ann.insert(S.into(), json!([entry("kube-system/storage-net", ips)]).to_string());
             assert_eq!(
                 check(&want, &ann, &|_| true).unwrap_err(),
                 Missing::NoIp { network: "kube-system/storage-net".into(), key: NETWORK_STATUS_ANNOTATION }
@@ -273,10 +254,7 @@ mod tests {
         }
 
         // No interface requested: the one Multus reports is cross-checked.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))])),
-        );
+        ann.insert(S.into(), json!([entry("kube-system/storage-net", json!(["1.2.3.4"]))]).to_string());
         let bare = [net("kube-system", "storage-net", None)];
         assert!(matches!(
             check(&bare, &ann, &|i| i != "lhnet1").unwrap_err(),
