@@ -212,14 +212,10 @@ async fn read_annotations(
             }
         }
     }
-    match source::file_annotations(&opts.annotations_file).await {
-        Ok(map) => (Ok(map), file),
-        Err(e) => {
-            let reason = match api_error {
-                Some(a) => format!("{a}; {e}"),
-                None => e,
-            };
-            (Err(reason), file)
-        }
-    }
+    let read = source::file_annotations(&opts.annotations_file).await;
+    let read = read.map_err(|e| match api_error {
+        Some(a) => format!("{a}; {e}"),
+        None => e,
+    });
+    (read, file)
 }

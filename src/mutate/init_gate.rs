@@ -10,7 +10,6 @@ use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{json, Value};
 
 use crate::admission::AdmissionRequest;
-use crate::cluster::ClusterView;
 use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
 use crate::gate::networks::{format_networks, parse_networks, NETWORKS_ANNOTATION};
@@ -29,11 +28,7 @@ pub const GATE_BINARY: &str = "/usr/local/bin/longhorn-guard";
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Decides the patch for one Pod CREATE.
-pub fn mutate_pod(
-    req: &AdmissionRequest,
-    _view: &ClusterView,
-    policy: &Policy,
-) -> Result<Decision, RuleError> {
+pub fn mutate_pod(req: &AdmissionRequest, policy: &Policy) -> Result<Decision, RuleError> {
     if !policy.gate.enabled {
         return Ok(Decision::allow());
     }
