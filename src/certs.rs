@@ -286,25 +286,20 @@ fn gen_err(what: &'static str, e: rcgen::Error) -> CertsError {
 
 /// The CLI edge: exit 0 on success, 1 on any error (reason on stderr).
 pub fn run(args: CertsArgs) -> ExitCode {
-    match generate(&args) {
-        Ok(g) => {
-            let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
-            let written = crate::output::stdout(&format!(
-                "{}: {ca}; issued a serving certificate for {}\n  CA certificate (caBundle): {}\n  serving certificate:       {}\n  serving key:               {}\n",
-                args.out.display(),
-                g.sans.join(", "),
-                g.ca_cert.display(),
-                g.tls_cert.display(),
-                g.tls_key.display()
-            ));
-            match written {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    crate::stderr_line!("longhorn-guard certs: the certificates are written, but {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+    let done = generate(&args).map_err(|e| e.to_string()).and_then(|g| {
+        let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
+        crate::output::stdout(&format!(
+            "{}: {ca}; issued a serving certificate for {}\n  CA certificate (caBundle): {}\n  serving certificate:       {}\n  serving key:               {}\n",
+            args.out.display(),
+            g.sans.join(", "),
+            g.ca_cert.display(),
+            g.tls_cert.display(),
+            g.tls_key.display()
+        ))
+        .map_err(|e| format!("the certificates are written, but {e}"))
+    });
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             crate::stderr_line!("longhorn-guard certs: {e}");
             ExitCode::from(1)
