@@ -146,14 +146,12 @@ async fn connection(
             phase.request_started();
             let (router, phase, stage) = (router.clone(), phase.clone(), stage.clone());
             async move {
-                let mut resp = router.oneshot(req.map(axum::body::Body::new)).await;
+                let Ok(mut resp) = router.oneshot(req.map(axum::body::Body::new)).await;
                 if *stage.borrow() != Stage::Serving {
-                    if let Ok(r) = resp.as_mut() {
-                        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    }
+                    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
                 phase.request_finished();
-                resp
+                Ok::<_, std::convert::Infallible>(resp)
             }
         })
     };
