@@ -1,5 +1,5 @@
 //! The Prometheus text format (version 0.0.4) of `/metrics`, written by `prometheus-client`:
-//! values read only at scrape time are [`Collector`]s written with [`family`] and [`single`].
+//! values read only at scrape time are [`Collector`]s written with [`family`].
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -62,17 +62,6 @@ pub fn family<'e>(
 ) -> Result<Family<'e>, std::fmt::Error> {
     let encoder = encoder.encode_descriptor(name, help, None, kind)?;
     Ok(Family { encoder, kind })
-}
-
-/// A family of one series without labels.
-pub fn single(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    v: f64,
-) -> Result<(), std::fmt::Error> {
-    family(encoder, name, help, kind)?.value(v)
 }
 
 impl Family<'_> {
