@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::admit::Admitter;
 use crate::check::cluster::metrics::SharedChecks;
@@ -87,7 +88,7 @@ pub(crate) enum Stage {
 pub struct ServerHandle {
     addr: SocketAddr,
     stage: watch::Sender<Stage>,
-    task: tokio::task::JoinHandle<bool>,
+    task: JoinHandle<bool>,
 }
 
 impl ServerHandle {
@@ -234,9 +235,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
-type Started = (SocketAddr, ServerHandle, Option<tokio::task::JoinHandle<()>>);
-
-async fn start(args: &ServeArgs) -> Result<Started, String> {
+async fn start(args: &ServeArgs) -> Result<(SocketAddr, ServerHandle, Option<JoinHandle<()>>), String> {
     let tls = match (&args.tls_dir, &args.tls_cert, &args.tls_key) {
         (_, Some(cert), Some(key)) => TlsFiles { cert: cert.clone(), key: key.clone() },
         (Some(dir), _, _) => TlsFiles::in_dir(dir),

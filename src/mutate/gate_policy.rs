@@ -111,7 +111,13 @@ pub fn render(gate: &GatePolicy) -> Result<[Value; 2], GatePolicyError> {
             ),
         ),
     ];
-    Ok([policy_object(&variables), binding_object()])
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": { "name": POLICY_NAME },
+        "spec": { "policyName": POLICY_NAME },
+    });
+    Ok([policy_object(&variables), binding])
 }
 
 fn policy_object(variables: &[(&str, String)]) -> Value {
@@ -166,15 +172,6 @@ fn policy_object(variables: &[(&str, String)]) -> Value {
             "variables": variables.iter().map(|(n, e)| json!({ "name": n, "expression": e })).collect::<Vec<_>>(),
             "mutations": [{ "patchType": "JSONPatch", "jsonPatch": { "expression": patch_expression() } }],
         },
-    })
-}
-
-fn binding_object() -> Value {
-    json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": { "name": POLICY_NAME },
-        "spec": { "policyName": POLICY_NAME },
     })
 }
 

@@ -51,19 +51,17 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
     let headers = &parts.headers;
     let deadline = request_deadline(app.limits.request_timeout, parts.uri.query());
     let work = async {
-        let (bytes, budget) = match read_body(headers, body, app.limits.max_body_bytes, &app.bodies).await {
-            Ok(b) => b,
-            Err(BodyError::TooLarge) => {
+        let read = read_body(headers, body, app.limits.max_body_bytes, &app.bodies).await;
+        let (bytes, budget) = read.map_err(|e| match e {
+            BodyError::TooLarge => {
                 let msg = format!(
                     "request body is larger than {} bytes; raise --max-body-bytes if the API server really sends this much",
                     app.limits.max_body_bytes
                 );
-                return Err((StatusCode::PAYLOAD_TOO_LARGE, msg));
+                (StatusCode::PAYLOAD_TOO_LARGE, msg)
             }
-            Err(BodyError::Read(e)) => {
-                return Err((StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))
-            }
-        };
+            BodyError::Read(e) => (StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")),
+        })?;
         let remaining = deadline.saturating_sub(started.elapsed());
         let decide = async {
             #[cfg(test)]
