@@ -21,8 +21,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admit::Admitter;
-use crate::check::cluster::metrics::SharedChecks;
-use crate::cluster::{snapshot, ClusterView, SharedView, Source};
+use crate::check::cluster::metrics::{self as check_metrics, SharedChecks};
+use crate::cluster::{client, probe, snapshot, ClusterView, SharedView, Source};
+use crate::policy::drain::{confirm, derivations};
 use crate::policy::Policy;
 use crate::tls::{ReloadingCert, TlsError, TlsFiles};
 pub use args::{Limits, ServeArgs};
@@ -258,10 +259,10 @@ async fn start(args: &ServeArgs) -> Result<(SocketAddr, ServerHandle, Option<Joi
                     }
                 })
                 .map_err(|e| format!("state: {e}"))?;
-            let view = view.derive(crate::policy::drain::derivations(), std::time::SystemTime::now());
+            let view = view.derive(derivations(), std::time::SystemTime::now());
             let checks = with_checks.then(|| {
                 let checks = SharedChecks::default();
-                crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
+                check_metrics::run_once(&checks, &inv, &view, &policy);
                 checks
             });
             tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
@@ -273,28 +274,17 @@ async fn start(args: &ServeArgs) -> Result<(SocketAddr, ServerHandle, Option<Joi
                     "no --state given and no Kubernetes API access (in-cluster config or KUBECONFIG): {e}"
                 )
             };
-            let config = crate::cluster::client::infer().await.map_err(no_access)?;
+            let config = client::infer().await.map_err(no_access)?;
             let fresh = ClusterView::new(Source::Watch);
-            let view = SharedView::new(
-                fresh.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
-            );
+            let view = SharedView::new(fresh.derive(derivations(), std::time::SystemTime::now()));
             let probing = !args.freshness_probe_interval.is_zero();
             // While the view is unproven, every API request opens a new connection.
-            let renew = crate::cluster::client::renew_while_unproven(
-                view.clone(),
-                policy.drain.max_view_age,
-                probing,
-            );
-            let client = crate::cluster::client::build_renewing(config, renew).map_err(no_access)?;
+            let renew = client::renew_while_unproven(view.clone(), policy.drain.max_view_age, probing);
+            let api = client::build_renewing(config, renew).map_err(no_access)?;
             let tuning = crate::cluster::watch::tuning(probing);
-            let watched = crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning);
-            let probes = probing.then(|| {
-                crate::cluster::probe::run_supervised(
-                    client.clone(),
-                    view.clone(),
-                    args.freshness_probe_interval,
-                )
-            });
+            let watched = crate::cluster::watch::run_supervised(api.clone(), view.clone(), tuning);
+            let probes = probing
+                .then(|| probe::run_supervised(api.clone(), view.clone(), args.freshness_probe_interval));
             // One task, so that stopping the watches stops the probes too (each half restarts
             // itself after a panic, so neither takes the other down).
             let watches = tokio::spawn(async move {
@@ -304,24 +294,17 @@ async fn start(args: &ServeArgs) -> Result<(SocketAddr, ServerHandle, Option<Joi
                 }
             });
             let confirmer = if policy.drain.reuse_current_kinds {
-                crate::policy::drain::confirm::confirmer_reusing(
-                    client.clone(),
-                    view.clone(),
-                    policy.drain.max_view_age,
-                )
+                confirm::confirmer_reusing(api.clone(), view.clone(), policy.drain.max_view_age)
             } else {
-                crate::policy::drain::confirm::confirmer(client.clone(), view.clone())
+                confirm::confirmer(api.clone(), view.clone())
             };
-            let confirmer = Some(crate::policy::drain::confirm::queue::queued(
-                confirmer,
-                args.max_confirmations as usize,
-            ));
+            let confirmer = Some(confirm::queue::queued(confirmer, args.max_confirmations as usize));
             let admitter = Admitter::new(view.clone(), policy.clone(), confirmer)
                 .with_confirm_timeout(args.confirm_timeout);
             let checks = (!args.check_interval.is_zero()).then(|| {
                 let checks = SharedChecks::default();
-                tokio::spawn(crate::check::cluster::metrics::refresh_loop(
-                    client,
+                tokio::spawn(check_metrics::refresh_loop(
+                    api,
                     view.clone(),
                     policy,
                     args.check_interval,
