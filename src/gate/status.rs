@@ -68,12 +68,10 @@ pub enum Missing {
 }
 
 fn listed_names(listed: &[String]) -> String {
-    let shown: Vec<&str> = listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect();
-    if shown.is_empty() {
-        "none".to_string()
-    } else {
-        shown.join(", ")
+    if listed.is_empty() {
+        return "none".to_string();
     }
+    listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect::<Vec<_>>().join(", ")
 }
 
 /// Checks the pod's annotations the way Longhorn's `GetIPFromPodByCNISetting` reads them:
@@ -119,10 +117,8 @@ pub fn check(
         };
         let interface =
             want.interface.clone().or_else(|| entry.interface.clone().filter(|i| valid_interface_name(i)));
-        if let Some(iface) = &interface {
-            if !interface_exists(iface) {
-                return Err(Missing::InterfaceAbsent { network, interface: iface.clone() });
-            }
+        if let Some(iface) = interface.as_ref().filter(|i| !interface_exists(i)) {
+            return Err(Missing::InterfaceAbsent { network, interface: iface.clone() });
         }
         found.push(Found { network, interface, ip, key });
     }
