@@ -108,10 +108,8 @@ pub async fn read_body(
         let next = match drain_until {
             Some(until) => {
                 let pause = (tokio::time::Instant::now() + DRAIN_PAUSE).min(until);
-                match tokio::time::timeout_at(pause, body.frame()).await {
-                    Ok(next) => next,
-                    Err(_) => break,
-                }
+                let Ok(next) = tokio::time::timeout_at(pause, body.frame()).await else { break };
+                next
             }
             None => body.frame().await,
         };
