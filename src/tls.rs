@@ -127,7 +127,7 @@ impl ReloadingCert {
     /// files are unusable (the old pair is kept and the same bytes are not retried) or
     /// cannot be read (reported once while the same failure lasts).
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let (cert_bytes, key_bytes) = {
+        let pair = {
             let mut last = self.read_error.lock().unwrap_or_else(|p| p.into_inner());
             match read_pair(&self.files) {
                 Ok(b) => {
@@ -144,27 +144,17 @@ impl ReloadingCert {
                 }
             }
         };
-        {
-            let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-            if state.seen.0 == cert_bytes && state.seen.1 == key_bytes {
-                return Ok(false);
-            }
+        if self.state.read().unwrap_or_else(|p| p.into_inner()).seen == pair {
+            return Ok(false);
         }
-        let parsed = parse_pair(&self.files, &cert_bytes, &key_bytes, &self.provider);
+        let parsed = parse_pair(&self.files, &pair.0, &pair.1, &self.provider);
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        state.seen = (cert_bytes, key_bytes);
-        match parsed {
-            Ok(key) => {
-                self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
-                state.key = Arc::new(key);
-                self.stats.counter(true).inc();
-                Ok(true)
-            }
-            Err(e) => {
-                self.stats.counter(false).inc();
-                Err(e)
-            }
-        }
+        state.seen = pair;
+        self.stats.counter(parsed.is_ok()).inc();
+        let key = parsed?;
+        self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
+        state.key = Arc::new(key);
+        Ok(true)
     }
 
     /// Polls the files every `interval` until `shutdown` resolves, logging each outcome.
@@ -270,11 +260,10 @@ fn parse_pair(
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, TlsError> {
     let certs = pem_certs(&files.cert, cert_bytes)?;
-    let key = match PrivateKeyDer::from_pem_slice(key_bytes) {
-        Ok(key) => key,
-        Err(pem::Error::NoItemsFound) => return Err(TlsError::NoKey { path: files.key.clone() }),
-        Err(e) => return Err(TlsError::Pem { path: files.key.clone(), message: e.to_string() }),
-    };
+    let key = PrivateKeyDer::from_pem_slice(key_bytes).map_err(|e| match e {
+        pem::Error::NoItemsFound => TlsError::NoKey { path: files.key.clone() },
+        e => TlsError::Pem { path: files.key.clone(), message: e.to_string() },
+    })?;
     CertifiedKey::from_der(certs, key, provider).map_err(|e| TlsError::Pair {
         cert: files.cert.clone(),
         key: files.key.clone(),
