@@ -92,7 +92,6 @@ pub enum CertsError {
 #[derive(Clone, Debug)]
 pub struct Generated {
     pub ca_cert: PathBuf,
-    pub ca_key: PathBuf,
     pub tls_cert: PathBuf,
     pub tls_key: PathBuf,
     /// True when an existing CA was kept, false when a new one was created.
@@ -170,14 +169,7 @@ pub fn generate(opts: &CertsOptions) -> Result<Generated, CertsError> {
     write_atomic(&tls_key_path, leaf_key.serialize_pem().as_bytes(), 0o600)?;
     write_atomic(&tls_cert_path, leaf.pem().as_bytes(), 0o644)?;
 
-    Ok(Generated {
-        ca_cert: ca_cert_path,
-        ca_key: ca_key_path,
-        tls_cert: tls_cert_path,
-        tls_key: tls_key_path,
-        ca_reused,
-        sans,
-    })
+    Ok(Generated { ca_cert: ca_cert_path, tls_cert: tls_cert_path, tls_key: tls_key_path, ca_reused, sans })
 }
 
 fn ca_params() -> CertificateParams {
@@ -294,25 +286,20 @@ fn gen_err(what: &'static str, e: rcgen::Error) -> CertsError {
 
 /// The CLI edge: exit 0 on success, 1 on any error (reason on stderr).
 pub fn run(args: CertsArgs) -> ExitCode {
-    match generate(&args) {
-        Ok(g) => {
-            let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
-            let written = crate::output::stdout(&format!(
-                "{}: {ca}; issued a serving certificate for {}\n  CA certificate (caBundle): {}\n  serving certificate:       {}\n  serving key:               {}\n",
-                args.out.display(),
-                g.sans.join(", "),
-                g.ca_cert.display(),
-                g.tls_cert.display(),
-                g.tls_key.display()
-            ));
-            match written {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    crate::stderr_line!("longhorn-guard certs: the certificates are written, but {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+    let done = generate(&args).map_err(|e| e.to_string()).and_then(|g| {
+        let ca = if g.ca_reused { "kept the existing CA" } else { "created a new CA" };
+        crate::output::stdout(&format!(
+            "{}: {ca}; issued a serving certificate for {}\n  CA certificate (caBundle): {}\n  serving certificate:       {}\n  serving key:               {}\n",
+            args.out.display(),
+            g.sans.join(", "),
+            g.ca_cert.display(),
+            g.tls_cert.display(),
+            g.tls_key.display()
+        ))
+        .map_err(|e| format!("the certificates are written, but {e}"))
+    });
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             crate::stderr_line!("longhorn-guard certs: {e}");
             ExitCode::from(1)

@@ -161,9 +161,9 @@ fn init_logging(format: LogFormat, filter: &str) {
         .with_ansi(ansi)
         // A log line that cannot be written (standard error closed or full) is dropped;
         // reporting that on standard error again would panic.
-        .log_internal_errors(false);
-    // Each line is written to standard error as it is logged, in one write.
-    let builder = builder.with_writer(std::io::stderr);
+        .log_internal_errors(false)
+        // Each line is written to standard error as it is logged, in one write.
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -70,13 +70,9 @@ pub fn one_line(s: &str) -> String {
 
 /// The text of a panic payload (`panic!` with a literal or a formatted message), for a log field.
 pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-text panic payload".to_string()
-    }
+    let text = payload.downcast_ref::<&str>().copied();
+    let text = text.or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    text.unwrap_or("non-text panic payload").to_string()
 }
 
 #[cfg(test)]

@@ -1,8 +1,5 @@
-//! The Prometheus text format (version 0.0.4) of `/metrics`, written by `prometheus-client`.
-//!
-//! The server's counters and histograms live in one registry (`server::metrics`); values read
-//! only at scrape time (the view's gauges, the cluster checks) are [`Collector`]s
-//! written with [`family`] and [`single`]; [`append`] has the client encode one.
+//! The Prometheus text format (version 0.0.4) of `/metrics`, written by `prometheus-client`:
+//! values read only at scrape time are [`Collector`]s written with [`family`].
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder};
@@ -65,17 +62,6 @@ pub fn family<'e>(
 ) -> Result<Family<'e>, std::fmt::Error> {
     let encoder = encoder.encode_descriptor(name, help, None, kind)?;
     Ok(Family { encoder, kind })
-}
-
-/// A family of one series without labels.
-pub fn single(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    v: f64,
-) -> Result<(), std::fmt::Error> {
-    family(encoder, name, help, kind)?.value(v)
 }
 
 impl Family<'_> {

@@ -134,16 +134,11 @@ pub async fn run(args: GateArgs) -> ExitCode {
                 );
                 return ExitCode::from(2);
             };
-            match ApiSource::in_cluster(ns, name) {
-                Ok(api) => Some(api),
-                Err(e) => {
-                    tracing::warn!(
-                        "cannot reach the API server ({e}); reading annotations only from {}",
-                        opts.annotations_file.display()
-                    );
-                    None
-                }
-            }
+            let unreachable = |e: &String| {
+                let file = opts.annotations_file.display();
+                tracing::warn!("cannot reach the API server ({e}); reading annotations only from {file}");
+            };
+            ApiSource::in_cluster(ns, name).inspect_err(unreachable).ok()
         }
     };
     let outcome = tokio::select! {
@@ -176,7 +171,8 @@ pub async fn wait(opts: &GateOptions, api: Option<&ApiSource>) -> Outcome {
         let (read, origin) = read_annotations(opts, api, &mut logged).await;
         let missing = match read {
             Ok(annotations) => {
-                let exists = |iface: &str| source::interface_exists(&opts.sys_class_net, iface);
+                // `check` asks only for valid interface names (no `/`, `.` or `..`).
+                let exists = |iface: &str| opts.sys_class_net.join(iface).exists();
                 match check(&opts.networks, &annotations, &exists) {
                     Ok(found) => return Outcome::Ready(ready_line(&found, &origin)),
                     Err(missing) => missing,
@@ -216,14 +212,10 @@ async fn read_annotations(
             }
         }
     }
-    match source::file_annotations(&opts.annotations_file).await {
-        Ok(map) => (Ok(map), file),
-        Err(e) => {
-            let reason = match api_error {
-                Some(a) => format!("{a}; {e}"),
-                None => e,
-            };
-            (Err(reason), file)
-        }
-    }
+    let read = source::file_annotations(&opts.annotations_file).await;
+    let read = read.map_err(|e| match api_error {
+        Some(a) => format!("{a}; {e}"),
+        None => e,
+    });
+    (read, file)
 }

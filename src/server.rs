@@ -1,9 +1,6 @@
 //! The HTTPS admission server: axum routes ([`routes`]) served by hyper's HTTP/1.1 connection
 //! driver over a tokio-rustls accept loop ([`listener`]), at most `--max-connections`
 //! connections ([`cap`]), shut down in stages ([`Stage`]; docs/server.md).
-//!
-//! [`Server::bind`] is the library entry point (tests start the real server on port 0 with
-//! it); [`run`] is the `longhorn-guard serve` edge: configuration, signals, exit status.
 
 mod args;
 pub mod body;
@@ -21,10 +18,12 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::admit::Admitter;
-use crate::check::cluster::metrics::SharedChecks;
-use crate::cluster::{snapshot, ClusterView, SharedView, Source};
+use crate::check::cluster::metrics::{self as check_metrics, SharedChecks};
+use crate::cluster::{client, probe, snapshot, ClusterView, SharedView, Source};
+use crate::policy::drain::{confirm, derivations};
 use crate::policy::Policy;
 use crate::tls::{ReloadingCert, TlsError, TlsFiles};
 pub use args::{Limits, ServeArgs};
@@ -61,7 +60,6 @@ pub enum ServeError {
 /// Shared by every request handler.
 pub(crate) struct AppState {
     pub(crate) admitter: Admitter,
-    /// [`ServerConfig::checks`].
     pub(crate) checks: Option<SharedChecks>,
     pub(crate) metrics: Metrics,
     pub(crate) limits: Limits,
@@ -91,7 +89,7 @@ pub(crate) enum Stage {
 pub struct ServerHandle {
     addr: SocketAddr,
     stage: watch::Sender<Stage>,
-    task: tokio::task::JoinHandle<bool>,
+    task: JoinHandle<bool>,
 }
 
 impl ServerHandle {
@@ -165,18 +163,14 @@ impl Server {
             readiness,
         });
         tokio::spawn(cert.watch(config.limits.tls_reload_interval, draining(stage.subscribe())));
-        let tick_rx = stage.subscribe();
-        let ticked = state.clone();
+        let (ticked, shutdown) = (state.clone(), draining(stage.subscribe()));
         tokio::spawn(async move {
-            let ticks = async {
-                loop {
-                    tokio::time::sleep(readiness::TICK).await;
-                    ticked.observe_readiness();
+            tokio::pin!(shutdown);
+            loop {
+                tokio::select! {
+                    () = &mut shutdown => return,
+                    () = tokio::time::sleep(readiness::TICK) => drop(ticked.observe_readiness()),
                 }
-            };
-            tokio::select! {
-                () = ticks => {}
-                () = draining(tick_rx) => {}
             }
         });
         let task = tokio::spawn(listener::serve(listener, tls_config, state, stage.clone()));
@@ -242,9 +236,7 @@ pub async fn run(args: ServeArgs) -> ExitCode {
     }
 }
 
-type Started = (SocketAddr, ServerHandle, Option<tokio::task::JoinHandle<()>>);
-
-async fn start(args: &ServeArgs) -> Result<Started, String> {
+async fn start(args: &ServeArgs) -> Result<(SocketAddr, ServerHandle, Option<JoinHandle<()>>), String> {
     let tls = match (&args.tls_dir, &args.tls_cert, &args.tls_key) {
         (_, Some(cert), Some(key)) => TlsFiles { cert: cert.clone(), key: key.clone() },
         (Some(dir), _, _) => TlsFiles::in_dir(dir),
@@ -254,7 +246,6 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
             )
         }
     };
-    let listen = args.listen;
     let policy = Arc::new(Policy::load(args.policy.as_deref()).map_err(|e| format!("policy: {e}"))?);
     let (admitter, checks, watches) = match &args.state {
         Some(path) => {
@@ -268,10 +259,10 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                     }
                 })
                 .map_err(|e| format!("state: {e}"))?;
-            let view = view.derive(crate::policy::drain::derivations(), std::time::SystemTime::now());
+            let view = view.derive(derivations(), std::time::SystemTime::now());
             let checks = with_checks.then(|| {
                 let checks = SharedChecks::default();
-                crate::check::cluster::metrics::run_once(&checks, &inv, &view, &policy);
+                check_metrics::run_once(&checks, &inv, &view, &policy);
                 checks
             });
             tracing::info!(path = %path.display(), counts = ?view.counts(), "serving decisions from a cluster snapshot");
@@ -283,28 +274,17 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                     "no --state given and no Kubernetes API access (in-cluster config or KUBECONFIG): {e}"
                 )
             };
-            let config = crate::cluster::client::infer().await.map_err(no_access)?;
+            let config = client::infer().await.map_err(no_access)?;
             let fresh = ClusterView::new(Source::Watch);
-            let view = SharedView::new(
-                fresh.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
-            );
+            let view = SharedView::new(fresh.derive(derivations(), std::time::SystemTime::now()));
             let probing = !args.freshness_probe_interval.is_zero();
             // While the view is unproven, every API request opens a new connection.
-            let renew = crate::cluster::client::renew_while_unproven(
-                view.clone(),
-                policy.drain.max_view_age,
-                probing,
-            );
-            let client = crate::cluster::client::build_renewing(config, renew).map_err(no_access)?;
+            let renew = client::renew_while_unproven(view.clone(), policy.drain.max_view_age, probing);
+            let api = client::build_renewing(config, renew).map_err(no_access)?;
             let tuning = crate::cluster::watch::tuning(probing);
-            let watched = crate::cluster::watch::run_supervised(client.clone(), view.clone(), tuning);
-            let probes = probing.then(|| {
-                crate::cluster::probe::run_supervised(
-                    client.clone(),
-                    view.clone(),
-                    args.freshness_probe_interval,
-                )
-            });
+            let watched = crate::cluster::watch::run_supervised(api.clone(), view.clone(), tuning);
+            let probes = probing
+                .then(|| probe::run_supervised(api.clone(), view.clone(), args.freshness_probe_interval));
             // One task, so that stopping the watches stops the probes too (each half restarts
             // itself after a panic, so neither takes the other down).
             let watches = tokio::spawn(async move {
@@ -314,24 +294,17 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
                 }
             });
             let confirmer = if policy.drain.reuse_current_kinds {
-                crate::policy::drain::confirm::confirmer_reusing(
-                    client.clone(),
-                    view.clone(),
-                    policy.drain.max_view_age,
-                )
+                confirm::confirmer_reusing(api.clone(), view.clone(), policy.drain.max_view_age)
             } else {
-                crate::policy::drain::confirm::confirmer(client.clone(), view.clone())
+                confirm::confirmer(api.clone(), view.clone())
             };
-            let confirmer = Some(crate::policy::drain::confirm::queue::queued(
-                confirmer,
-                args.max_confirmations as usize,
-            ));
+            let confirmer = Some(confirm::queue::queued(confirmer, args.max_confirmations as usize));
             let admitter = Admitter::new(view.clone(), policy.clone(), confirmer)
                 .with_confirm_timeout(args.confirm_timeout);
             let checks = (!args.check_interval.is_zero()).then(|| {
                 let checks = SharedChecks::default();
-                tokio::spawn(crate::check::cluster::metrics::refresh_loop(
-                    client,
+                tokio::spawn(check_metrics::refresh_loop(
+                    api,
                     view.clone(),
                     policy,
                     args.check_interval,
@@ -343,7 +316,7 @@ async fn start(args: &ServeArgs) -> Result<Started, String> {
         }
     };
     let limits = Limits { unready_by_age: !args.freshness_probe_interval.is_zero(), ..args.limits.clone() };
-    match Server::bind(ServerConfig { listen, tls, admitter, limits, checks }).await {
+    match Server::bind(ServerConfig { listen: args.listen, tls, admitter, limits, checks }).await {
         Ok((addr, handle)) => Ok((addr, handle, watches)),
         Err(e) => {
             // Stop the watches at once: their failing requests would only bury the reason.

@@ -70,14 +70,9 @@ impl Default for ReloadStats {
 }
 
 impl ReloadStats {
-    /// Counts one reload attempt: `ok`, or an error.
-    fn count(&self, ok: bool) {
-        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).inc();
-    }
-
-    /// Reload attempts counted so far: `ok`, or errors.
-    pub fn counted(&self, ok: bool) -> u64 {
-        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).get()
+    /// The count of reload attempts that were `ok`, or of those that failed.
+    pub fn counter(&self, ok: bool) -> Counter {
+        self.reloads.get_or_create(&[("result", if ok { "success" } else { "error" })]).clone()
     }
 }
 
@@ -122,10 +117,6 @@ impl ReloadingCert {
         })
     }
 
-    pub fn files(&self) -> &TlsFiles {
-        &self.files
-    }
-
     /// The pair currently served.
     pub fn current(&self) -> Arc<CertifiedKey> {
         self.state.read().unwrap_or_else(|p| p.into_inner()).key.clone()
@@ -136,7 +127,7 @@ impl ReloadingCert {
     /// files are unusable (the old pair is kept and the same bytes are not retried) or
     /// cannot be read (reported once while the same failure lasts).
     pub fn reload_if_changed(&self) -> Result<bool, TlsError> {
-        let (cert_bytes, key_bytes) = {
+        let pair = {
             let mut last = self.read_error.lock().unwrap_or_else(|p| p.into_inner());
             match read_pair(&self.files) {
                 Ok(b) => {
@@ -148,32 +139,22 @@ impl ReloadingCert {
                 Err(e) if last.as_deref() == Some(e.to_string().as_str()) => return Ok(false),
                 Err(e) => {
                     *last = Some(e.to_string());
-                    self.stats.count(false);
+                    self.stats.counter(false).inc();
                     return Err(e);
                 }
             }
         };
-        {
-            let state = self.state.read().unwrap_or_else(|p| p.into_inner());
-            if state.seen.0 == cert_bytes && state.seen.1 == key_bytes {
-                return Ok(false);
-            }
+        if self.state.read().unwrap_or_else(|p| p.into_inner()).seen == pair {
+            return Ok(false);
         }
-        let parsed = parse_pair(&self.files, &cert_bytes, &key_bytes, &self.provider);
+        let parsed = parse_pair(&self.files, &pair.0, &pair.1, &self.provider);
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-        state.seen = (cert_bytes, key_bytes);
-        match parsed {
-            Ok(key) => {
-                self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
-                state.key = Arc::new(key);
-                self.stats.count(true);
-                Ok(true)
-            }
-            Err(e) => {
-                self.stats.count(false);
-                Err(e)
-            }
-        }
+        state.seen = pair;
+        self.stats.counter(parsed.is_ok()).inc();
+        let key = parsed?;
+        self.stats.not_after.store(leaf_not_after(&key).unwrap_or(0), Ordering::Relaxed);
+        state.key = Arc::new(key);
+        Ok(true)
     }
 
     /// Polls the files every `interval` until `shutdown` resolves, logging each outcome.
@@ -279,11 +260,10 @@ fn parse_pair(
     provider: &CryptoProvider,
 ) -> Result<CertifiedKey, TlsError> {
     let certs = pem_certs(&files.cert, cert_bytes)?;
-    let key = match PrivateKeyDer::from_pem_slice(key_bytes) {
-        Ok(key) => key,
-        Err(pem::Error::NoItemsFound) => return Err(TlsError::NoKey { path: files.key.clone() }),
-        Err(e) => return Err(TlsError::Pem { path: files.key.clone(), message: e.to_string() }),
-    };
+    let key = PrivateKeyDer::from_pem_slice(key_bytes).map_err(|e| match e {
+        pem::Error::NoItemsFound => TlsError::NoKey { path: files.key.clone() },
+        e => TlsError::Pem { path: files.key.clone(), message: e.to_string() },
+    })?;
     CertifiedKey::from_der(certs, key, provider).map_err(|e| TlsError::Pair {
         cert: files.cert.clone(),
         key: files.key.clone(),
@@ -318,8 +298,8 @@ mod tests {
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         assert!(r.reload_if_changed().unwrap());
         assert_ne!(r.current().cert[0], first);
-        assert_eq!(r.stats.counted(true), 1);
-        assert_eq!(r.stats.counted(false), 1);
+        assert_eq!(r.stats.counter(true).get(), 1);
+        assert_eq!(r.stats.counter(false).get(), 1);
 
         // A key file that is gone: reported once while it stays gone, the pair keeps serving.
         let serving = r.current().cert[0].clone();
@@ -328,7 +308,7 @@ mod tests {
         for _ in 0..3 {
             assert!(!r.reload_if_changed().unwrap());
         }
-        assert_eq!(r.stats.counted(false), 2);
+        assert_eq!(r.stats.counter(false).get(), 2);
         assert_eq!(r.current().cert[0], serving);
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         assert!(r.reload_if_changed().unwrap());

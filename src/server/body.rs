@@ -44,15 +44,11 @@ impl BodyBudget {
         }
     }
 
-    /// KiB of `bytes`, at most the whole budget.
-    fn kib_of(&self, bytes: u64) -> u32 {
-        u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).min(self.total)
-    }
-
-    /// Reserves `bytes` of the receiving budget for a large body, before its bytes are read.
-    async fn receive(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+    /// The KiB of `bytes` (at most the whole budget) from `budget`, one of `self`'s two.
+    async fn take(&self, budget: &Arc<Semaphore>, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let kib = u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX).min(self.total);
         // The semaphore is never closed.
-        self.receiving.clone().acquire_many_owned(self.kib_of(bytes)).await.ok()
+        budget.clone().acquire_many_owned(kib).await.ok()
     }
 
     /// KiB not held by any body being decided now.
@@ -77,21 +73,12 @@ pub struct BodyShare {
     _received: Option<OwnedSemaphorePermit>,
 }
 
-impl BodyShare {
-    /// The share of a body of `bytes`, taken all at once when the whole body has arrived.
-    async fn take(budget: &BodyBudget, bytes: u64, received: Option<OwnedSemaphorePermit>) -> Self {
-        // The semaphore is never closed.
-        let permit = budget.kib.clone().acquire_many_owned(budget.kib_of(bytes)).await.ok();
-        Self { _permit: permit, _received: received }
-    }
-}
-
 pub enum BodyError {
     TooLarge,
     Read(String),
 }
 
-/// Reads the body up to `max` bytes, then takes its share of `budget` ([`BodyShare::take`]).
+/// Reads the body up to `max` bytes, then takes its share of `budget`, all at once.
 /// Past the limit the rest is read and dropped (up to [`MAX_DRAIN_BYTES`]) so the 413 reaches
 /// the client instead of a connection reset.
 pub async fn read_body(
@@ -115,17 +102,14 @@ pub async fn read_body(
         return Err(BodyError::TooLarge);
     }
     let mut drain_until = too_large.then(|| tokio::time::Instant::now() + DRAIN_FOR);
-    // A body's reservation of its bytes, once it grows past [`MAX_RESERVE`].
     let mut received = None;
     loop {
         // Once the answer is a 413, the rest is drained only while it keeps coming.
         let next = match drain_until {
             Some(until) => {
                 let pause = (tokio::time::Instant::now() + DRAIN_PAUSE).min(until);
-                match tokio::time::timeout_at(pause, body.frame()).await {
-                    Ok(next) => next,
-                    Err(_) => break,
-                }
+                let Ok(next) = tokio::time::timeout_at(pause, body.frame()).await else { break };
+                next
             }
             None => body.frame().await,
         };
@@ -147,14 +131,14 @@ pub async fn read_body(
         }
         // Past [`MAX_RESERVE`] a body reserves its declared length (the limit without one).
         if received.is_none() && total > MAX_RESERVE {
-            received = budget.receive(declared.unwrap_or(max)).await;
+            received = budget.take(&budget.receiving, declared.unwrap_or(max)).await;
         }
         buf.extend_from_slice(&data);
     }
     if too_large {
         return Err(BodyError::TooLarge);
     }
-    let share = BodyShare::take(budget, total, received).await;
+    let share = BodyShare { _permit: budget.take(&budget.kib, total).await, _received: received };
     Ok((Bytes::from(buf), share))
 }
 

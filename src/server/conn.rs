@@ -1,10 +1,6 @@
 //! Per-connection timeouts hyper does not separate (its header timer also runs while a
 //! kept-alive connection is idle): the headers of a request once its first byte arrived, and
 //! the idle time between requests (docs/server.md).
-//!
-//! [`watched`] notes each request's first byte, [`Phase`] is busy from the request handed to
-//! the service to its response, [`Phase::watchdog`] resolves when a limit is exceeded, and
-//! [`Phase::evict`] asks the connection's task to close it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

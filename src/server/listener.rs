@@ -75,25 +75,18 @@ pub(crate) async fn serve(
         grace = ?limits.shutdown_grace,
         "no longer accepting; finishing in-flight requests"
     );
-    let grace = tokio::time::sleep(limits.shutdown_grace);
-    tokio::pin!(grace);
-    loop {
-        tokio::select! {
-            next = connections.join_next() => if next.is_none() {
-                tracing::info!("all connections closed");
-                return true;
-            },
-            _ = &mut grace => {
-                tracing::warn!(
-                    grace = ?limits.shutdown_grace,
-                    connections = connections.len(),
-                    "shutdown grace period over; closing the remaining connections"
-                );
-                connections.abort_all();
-                return false;
-            }
-        }
+    let all_closed = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(limits.shutdown_grace, all_closed).await.is_ok() {
+        tracing::info!("all connections closed");
+        return true;
     }
+    tracing::warn!(
+        grace = ?limits.shutdown_grace,
+        connections = connections.len(),
+        "shutdown grace period over; closing the remaining connections"
+    );
+    connections.abort_all();
+    false
 }
 
 /// Waits for the shutdown request, then moves through `Draining` (for the delay) to `Closing`.
@@ -130,12 +123,12 @@ async fn connection(
         r = handshake => match r {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
-                state.metrics.tls_handshake_error();
+                state.metrics.server.tls_handshake_errors.inc();
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
                 return;
             }
             Err(_) => {
-                state.metrics.tls_handshake_error();
+                state.metrics.server.tls_handshake_errors.inc();
                 tracing::debug!(%peer, "TLS handshake timed out");
                 return;
             }
@@ -153,14 +146,12 @@ async fn connection(
             phase.request_started();
             let (router, phase, stage) = (router.clone(), phase.clone(), stage.clone());
             async move {
-                let mut resp = router.oneshot(req.map(axum::body::Body::new)).await;
+                let Ok(mut resp) = router.oneshot(req.map(axum::body::Body::new)).await;
                 if *stage.borrow() != Stage::Serving {
-                    if let Ok(r) = resp.as_mut() {
-                        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-                    }
+                    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
                 }
                 phase.request_finished();
-                resp
+                Ok::<_, std::convert::Infallible>(resp)
             }
         })
     };

@@ -51,8 +51,6 @@ pub struct Metrics {
     /// `code`: HTTP status of requests answered with an error.
     http_errors: Family<[(&'static str, u16); 1], Counter>,
     in_flight: Gauge,
-    /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
-    tls_handshake_errors: Counter,
     /// Server-side connection and failure counters.
     pub server: std::sync::Arc<ServerCounters>,
 }
@@ -68,6 +66,8 @@ pub struct ServerCounters {
     pub connections_evicted: Counter,
     /// Failed `accept` calls (e.g. out of file descriptors).
     pub accept_errors: Counter,
+    /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
+    pub tls_handshake_errors: Counter,
 }
 
 /// Decrements the in-flight gauge when dropped.
@@ -88,7 +88,6 @@ impl Metrics {
             durations: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
             http_errors: Family::default(),
             in_flight: Gauge::default(),
-            tls_handshake_errors: Counter::default(),
             server: Default::default(),
         };
         let mut r = Registry::default();
@@ -121,7 +120,7 @@ impl Metrics {
             &mut r,
             "longhorn_guard_tls_handshake_errors",
             "Connections closed because the TLS handshake failed (e.g. plaintext HTTP).",
-            m.tls_handshake_errors.clone(),
+            m.server.tls_handshake_errors.clone(),
         );
         let s = &m.server;
         register(
@@ -189,11 +188,6 @@ impl Metrics {
         self.http_errors.get_or_create(&[("code", code)]).inc();
     }
 
-    /// Records a failed TLS handshake.
-    pub fn tls_handshake_error(&self) {
-        self.tls_handshake_errors.inc();
-    }
-
     /// Appends every metric in the Prometheus text format.
     pub fn encode(&self, out: &mut String) {
         // Writing into a String cannot fail.
@@ -202,31 +196,34 @@ impl Metrics {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::cluster::{ClusterView, SharedView, Source};
     use crate::policy::Policy;
+    use crate::server::readiness::{Readiness, Rule};
     use crate::tls::{ReloadingCert, TlsFiles};
     use std::sync::Arc;
     use std::time::SystemTime;
 
-    /// Metrics over an empty snapshot view; the tempdir holds the certificates.
-    fn metrics() -> (Metrics, tempfile::TempDir) {
+    /// Metrics over `view`, and the readiness they export; the tempdir holds the certificates.
+    pub(in crate::server) fn metrics_over(
+        view: SharedView,
+        policy: Arc<Policy>,
+    ) -> (Metrics, Readiness, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
         let tls = ReloadingCert::load(TlsFiles::in_dir(dir.path()), crate::tls::provider()).unwrap();
+        let gauges = ScrapeGauges { view, policy, tls: Arc::new(tls) };
+        let s = Duration::from_secs;
+        let readiness = Readiness::new(Rule { unready_after: s(10), max_view_age: s(5), by_age: true });
+        (Metrics::new(gauges, &readiness), readiness, dir)
+    }
+
+    /// Metrics over an empty snapshot view.
+    fn metrics() -> (Metrics, tempfile::TempDir) {
         let view = ClusterView::from_objects(Source::Snapshot("x".into()), [], SystemTime::now());
-        let gauges = ScrapeGauges {
-            view: SharedView::new(view),
-            policy: Arc::new(Policy::default()),
-            tls: Arc::new(tls),
-        };
-        let rule = crate::server::readiness::Rule {
-            unready_after: Duration::ZERO,
-            max_view_age: Duration::from_secs(5),
-            by_age: false,
-        };
-        (Metrics::new(gauges, &crate::server::readiness::Readiness::new(rule)), dir)
+        let (m, _, dir) = metrics_over(SharedView::new(view), Arc::new(Policy::default()));
+        (m, dir)
     }
 
     fn render(m: &Metrics) -> String {
@@ -236,29 +233,20 @@ mod tests {
     }
 
     #[test]
-    fn renders_counters_histogram_and_view_gauges() {
+    fn renders_counters_and_histogram_buckets() {
         let (m, _certs) = metrics();
         m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::from_micros(300));
         m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::from_secs(20));
-        m.http_error(400);
         let text = render(&m);
         assert!(text.contains(
             "longhorn_guard_admission_requests_total{webhook=\"validate\",resource=\"pods/eviction\",operation=\"CREATE\",decision=\"deny\"} 2"
         ));
-        assert!(text.contains(
-            "longhorn_guard_admission_duration_seconds_bucket{webhook=\"validate\",le=\"0.00025\"} 0"
-        ));
-        assert!(text.contains(
-            "longhorn_guard_admission_duration_seconds_bucket{webhook=\"validate\",le=\"0.0005\"} 1"
-        ));
-        assert!(text
-            .contains("longhorn_guard_admission_duration_seconds_bucket{webhook=\"validate\",le=\"10\"} 1"));
-        assert!(text.contains(
-            "longhorn_guard_admission_duration_seconds_bucket{webhook=\"validate\",le=\"+Inf\"} 2"
-        ));
-        assert!(text.contains("longhorn_guard_http_errors_total{code=\"400\"} 1"));
-        assert!(text.contains("longhorn_guard_cluster_view_synced 1"));
-        assert!(text.contains("longhorn_guard_cluster_view_age_seconds 0"));
+        for (le, n) in [("0.00025", 0), ("0.0005", 1), ("10", 1), ("+Inf", 2)] {
+            let bucket = format!(
+                "longhorn_guard_admission_duration_seconds_bucket{{webhook=\"validate\",le=\"{le}\"}} {n}\n"
+            );
+            assert!(text.contains(&bucket), "{bucket}");
+        }
     }
 
     #[test]

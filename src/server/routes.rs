@@ -17,8 +17,8 @@ use crate::clip::{clip_to, MAX_TEXT};
 
 pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
+        .route("/validate", post(|State(app), req| webhook(app, WebhookKind::Validate, req)))
+        .route("/mutate", post(|State(app), req| webhook(app, WebhookKind::Mutate, req)))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -43,14 +43,6 @@ async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> Response 
     text(code, &format!("{what}: {method} {path}; longhorn-guard serves {ROUTES}"))
 }
 
-async fn validate(State(app): State<Arc<AppState>>, req: Request) -> Response {
-    webhook(app, WebhookKind::Validate, req).await
-}
-
-async fn mutate(State(app): State<Arc<AppState>>, req: Request) -> Response {
-    webhook(app, WebhookKind::Mutate, req).await
-}
-
 /// One webhook request, its head read in place (no copy of the headers or the query).
 async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Response {
     let started = Instant::now();
@@ -59,19 +51,17 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
     let headers = &parts.headers;
     let deadline = request_deadline(app.limits.request_timeout, parts.uri.query());
     let work = async {
-        let (bytes, budget) = match read_body(headers, body, app.limits.max_body_bytes, &app.bodies).await {
-            Ok(b) => b,
-            Err(BodyError::TooLarge) => {
+        let read = read_body(headers, body, app.limits.max_body_bytes, &app.bodies).await;
+        let (bytes, budget) = read.map_err(|e| match e {
+            BodyError::TooLarge => {
                 let msg = format!(
                     "request body is larger than {} bytes; raise --max-body-bytes if the API server really sends this much",
                     app.limits.max_body_bytes
                 );
-                return Err((StatusCode::PAYLOAD_TOO_LARGE, msg));
+                (StatusCode::PAYLOAD_TOO_LARGE, msg)
             }
-            Err(BodyError::Read(e)) => {
-                return Err((StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")))
-            }
-        };
+            BodyError::Read(e) => (StatusCode::BAD_REQUEST, format!("cannot read the request body: {e}")),
+        })?;
         let remaining = deadline.saturating_sub(started.elapsed());
         let decide = async {
             #[cfg(test)]
@@ -205,26 +195,13 @@ mod tests {
     }
 
     fn app() -> (Arc<AppState>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        crate::certs::generate(&crate::certs::CertsOptions::new(dir.path())).unwrap();
-        let files = crate::tls::TlsFiles::in_dir(dir.path());
-        let tls = Arc::new(crate::tls::ReloadingCert::load(files, crate::tls::provider()).unwrap());
         let snapshot =
             concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/cluster/snapshot-three-nodes.json");
         let view =
             crate::cluster::SharedView::new(crate::cluster::snapshot::load(Path::new(snapshot)).unwrap());
         let admitter = crate::admit::Admitter::new(view, Arc::new(crate::policy::Policy::default()), None);
-        let readiness = crate::server::readiness::Readiness::new(crate::server::readiness::Rule {
-            unready_after: Duration::from_secs(10),
-            max_view_age: Duration::from_secs(5),
-            by_age: true,
-        });
-        let gauges = crate::server::metrics::ScrapeGauges {
-            view: admitter.view.clone(),
-            policy: admitter.policy.clone(),
-            tls,
-        };
-        let metrics = crate::server::metrics::Metrics::new(gauges, &readiness);
+        let (metrics, readiness, dir) =
+            crate::server::metrics::tests::metrics_over(admitter.view.clone(), admitter.policy.clone());
         let app = AppState {
             admitter,
             checks: None,

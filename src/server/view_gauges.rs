@@ -10,7 +10,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use crate::cluster::SharedView;
-use crate::exposition::{family, single};
+use crate::exposition::family;
 use crate::policy::Policy;
 use crate::tls::ReloadingCert;
 
@@ -39,21 +39,21 @@ impl Collector for ScrapeGauges {
         let e = &mut encoder;
         let not_after = self.tls.stats.not_after.load(Ordering::Relaxed);
         if not_after > 0 {
-            single(
+            family(
                 e,
                 "longhorn_guard_tls_cert_expiry_timestamp_seconds",
                 "When the served certificate (its leaf) expires, in seconds since the Unix epoch.",
                 MetricType::Gauge,
-                not_after as f64,
-            )?;
+            )?
+            .value(not_after as f64)?;
         }
-        single(
+        family(
             e,
             "longhorn_guard_cluster_view_synced",
             "1 once every watched kind finished its initial list (always 1 for a snapshot).",
             MetricType::Gauge,
-            f64::from(u8::from(fresh.synced)),
-        )?;
+        )?
+        .value(f64::from(u8::from(fresh.synced)))?;
 
         let mut f = family(
             e,
@@ -65,7 +65,7 @@ impl Collector for ScrapeGauges {
             f.value(age.as_secs_f64())?;
         }
 
-        single(e, "longhorn_guard_cluster_view_failing_watches", "Kinds whose watch failed and is not relisted yet (or could not be resumed once and sent no BOOKMARK since); above 0 the view is stale and drain allows are confirmed with the API server.", MetricType::Gauge, fresh.failing.len() as f64)?;
+        family(e, "longhorn_guard_cluster_view_failing_watches", "Kinds whose watch failed and is not relisted yet (or could not be resumed once and sent no BOOKMARK since); above 0 the view is stale and drain allows are confirmed with the API server.", MetricType::Gauge)?.value(fresh.failing.len() as f64)?;
 
         let mut f = family(
             e,
@@ -77,13 +77,13 @@ impl Collector for ScrapeGauges {
             f.labelled(&[("kind", kind.display())], n as f64)?;
         }
 
-        single(
+        family(
             e,
             "longhorn_guard_stalled_rebuilds",
             "Replica rebuilds whose progress has not moved for longer than drain.stallAfter.",
             MetricType::Gauge,
-            stalled.len() as f64,
-        )?;
+        )?
+        .value(stalled.len() as f64)?;
         let mut f = family(
             e,
             "longhorn_guard_stalled_rebuild_since_timestamp_seconds",

@@ -149,6 +149,7 @@ pub fn literal(
             None => string(s),
         },
         Value::Array(items) => {
+            let list = |fixed: Vec<String>| format!("[\n{pad}{}\n{end}]", fixed.join(&format!(",\n{pad}")));
             let mut segments: Vec<String> = Vec::new();
             let mut fixed: Vec<String> = Vec::new();
             for item in items {
@@ -156,20 +157,17 @@ pub fn literal(
                 match subst.optional.filter(|(marker, _)| holds(item, marker)) {
                     Some((_, cond)) => {
                         if !fixed.is_empty() {
-                            segments.push(format!("[\n{pad}{}\n{end}]", fixed.join(&format!(",\n{pad}"))));
-                            fixed.clear();
+                            segments.push(list(std::mem::take(&mut fixed)));
                         }
                         segments.push(format!("({cond} ? [{text}] : [])"));
                     }
                     None => fixed.push(text),
                 }
             }
-            if !fixed.is_empty() || segments.is_empty() {
-                segments.push(if fixed.is_empty() {
-                    "[]".into()
-                } else {
-                    format!("[\n{pad}{}\n{end}]", fixed.join(&format!(",\n{pad}")))
-                });
+            if !fixed.is_empty() {
+                segments.push(list(fixed));
+            } else if segments.is_empty() {
+                segments.push("[]".into());
             }
             segments.join(" + ")
         }

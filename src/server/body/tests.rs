@@ -3,16 +3,18 @@
 use super::*;
 use futures::StreamExt as _;
 
+/// Headers declaring a body of `n` bytes.
+fn declared(n: u64) -> HeaderMap {
+    HeaderMap::from_iter([(header::CONTENT_LENGTH, n.into())])
+}
+
 fn body(n: usize) -> (HeaderMap, Body) {
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_LENGTH, n.to_string().parse().unwrap());
-    (h, Body::from(vec![b' '; n]))
+    (declared(n as u64), Body::from(vec![b' '; n]))
 }
 
 #[tokio::test]
 async fn a_client_waiting_for_100_continue_is_refused_without_reading_its_body() {
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_LENGTH, "9000".parse().unwrap());
+    let mut h = declared(9000);
     h.insert(header::EXPECT, "100-Continue".parse().unwrap());
     // A body that notes being polled (which is what makes hyper send `100 Continue`).
     let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -59,8 +61,7 @@ async fn bodies_share_one_budget_and_give_it_back() {
 async fn a_huge_declared_length_reserves_nothing_big() {
     // Within a limit an operator raised very high, a client declares a terabyte and sends
     // two bytes: the server answers, it does not try to reserve the terabyte.
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_LENGTH, "999999999999".parse().unwrap());
+    let h = declared(999_999_999_999);
     let max = 1_000_000_000_000;
     let budget = BodyBudget::new(max);
     let (bytes, _share) = read_body(&h, Body::from("{}"), max, &budget).await.ok().unwrap();
@@ -83,8 +84,7 @@ async fn frames_are_joined_in_order() {
 
 #[tokio::test(start_paused = true)]
 async fn a_body_past_the_limit_sent_slowly_gets_its_413_within_the_drain_bound() {
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_LENGTH, "8000000".parse().unwrap());
+    let h = declared(8_000_000);
     // 100 bytes every 500 ms, for ever.
     let trickle = futures::stream::unfold((), |_| async {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -104,11 +104,6 @@ async fn large_bodies_reserve_their_bytes_once_they_grow_and_small_ones_pass() {
     // does not wait at all, and one that declares 200 KiB and sends nothing holds nothing.
     let max = 256 * 1024;
     let budget = BodyBudget::new(max);
-    let declared = |n: usize| {
-        let mut h = HeaderMap::new();
-        h.insert(header::CONTENT_LENGTH, n.to_string().parse().unwrap());
-        h
-    };
     let silent = Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>());
     let silent = tokio::spawn({
         let (budget, h) = (budget.clone(), declared(200 * 1024));
@@ -164,8 +159,7 @@ async fn bodies_still_arriving_hold_no_budget() {
     // halfway: neither holds any of the budget, so a small body is answered at once
     // (holding part of it while waiting for more would let two bodies wait for each other).
     let budget = BodyBudget::new(8 * 1024);
-    let mut h = HeaderMap::new();
-    h.insert(header::CONTENT_LENGTH, (8 * 1024).to_string().parse().unwrap());
+    let h = declared(8 * 1024);
     let never = Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>());
     let stalled = tokio::spawn({
         let budget = budget.clone();
