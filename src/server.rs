@@ -169,7 +169,7 @@ impl Server {
             loop {
                 tokio::select! {
                     () = &mut shutdown => return,
-                    () = tokio::time::sleep(readiness::TICK) => drop(ticked.observe_readiness()),
+                    () = tokio::time::sleep(readiness::TICK) => { ticked.observe_readiness(); }
                 }
             }
         });
