@@ -53,8 +53,7 @@ impl Unreadable {
                     (false, "DaemonSet") => "get daemonsets -A".to_string(),
                     (false, _) => format!("get {plural}"),
                 };
-                Finding::new(
-                    check_of(kind),
+                check_of(kind).finding(
                     Severity::Error,
                     plural,
                     format!(

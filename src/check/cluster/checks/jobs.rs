@@ -37,8 +37,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
             return Vec::new();
         }
         // A snapshot without the kind cannot tell "no jobs" from "not included".
-        return vec![Finding::new(
-            Check::RecurringJobs,
+        return vec![Check::RecurringJobs.finding(
             Severity::Info,
             "recurringjobs",
             "not checked: no RecurringJob objects were read",
@@ -48,8 +47,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
     let mut out = Vec::new();
     let jobs = &inv.recurring_jobs;
     if !jobs.iter().any(|j| is_snapshot_task(&j.spec.task) || is_backup_task(&j.spec.task)) {
-        out.push(Finding::new(
-            Check::RecurringJobs,
+        out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "recurringjobs",
             "no recurring snapshot job: volumes get no regular restore points",
@@ -57,8 +55,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         ));
     }
     if !jobs.iter().any(|j| is_backup_task(&j.spec.task)) {
-        out.push(Finding::new(
-            Check::RecurringJobs,
+        out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "recurringjobs",
             "no recurring backup job: nothing is copied off-site on a schedule",
@@ -88,8 +85,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                     "set retain to the number of snapshots or backups to keep (1 or more)",
                 )
             };
-            out.push(Finding::new(
-                Check::RecurringJobs,
+            out.push(Check::RecurringJobs.finding(
                 Severity::Warning,
                 format!("recurringjob/{name}"),
                 text,
@@ -105,8 +101,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                 .filter_map(|(v, _)| Some((volume_max(v, max)?, v.metadata.name.as_str())))
                 .min();
             match tightest {
-                Some((limit, volume)) if limit > 0 && j.spec.retain >= limit => out.push(Finding::new(
-                    Check::RecurringJobs,
+                Some((limit, volume)) if limit > 0 && j.spec.retain >= limit => out.push(Check::RecurringJobs.finding(
                     Severity::Error,
                     format!("recurringjob/{name}"),
                     format!(
@@ -118,8 +113,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                 // It covers no volume now: nothing fails yet, any volume added would.
                 None => {
                     if let Some(limit) = max.filter(|m| *m > 0 && j.spec.retain >= *m) {
-                        out.push(Finding::new(
-                            Check::RecurringJobs,
+                        out.push(Check::RecurringJobs.finding(
                             Severity::Warning,
                             format!("recurringjob/{name}"),
                             format!(
@@ -146,8 +140,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         .map(|(v, _)| v.metadata.name.as_str())
         .collect();
     if !uncovered.is_empty() {
-        out.push(Finding::new(
-            Check::RecurringJobs,
+        out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "volumes",
             format!(
@@ -196,8 +189,7 @@ fn snapshot_jobs_adding_up(
         .map(|((covering, limit), volumes)| {
             let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
             let parts: Vec<String> = covering.iter().map(|(n, r)| format!("{n} ({r})")).collect();
-            Finding::new(
-                Check::RecurringJobs,
+            Check::RecurringJobs.finding(
                 Severity::Error,
                 "volumes",
                 format!(

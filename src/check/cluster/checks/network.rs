@@ -95,7 +95,7 @@ impl NetworkFinding<'_> {
     /// The finding as `check cluster` prints it.
     pub fn render(&self) -> Finding {
         let f = |severity, object: String, message: String, remedy: String| {
-            Finding::new(Check::StorageNetwork, severity, object, message, remedy)
+            Check::StorageNetwork.finding(severity, object, message, remedy)
         };
         let ds_object = |ds: &DaemonSetImage| format!("daemonset/{}/{}", ds.namespace, ds.name);
         let by_hand = "check the Multus image by hand: kubectl get daemonsets -A -o wide | grep multus";

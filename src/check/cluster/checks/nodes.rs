@@ -68,8 +68,7 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
             if c.status == "True" {
                 continue;
             }
-            out.push(Finding::new(
-                Check::NodeConditions,
+            out.push(Check::NodeConditions.finding(
                 severity,
                 format!("node/{name}"),
                 format!("{name}: {type_} is {}{}", status_of(c), detail(c)),
@@ -87,8 +86,7 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
                 ),
             ] {
                 if let Some(c) = status.conditions.iter().find(|c| c.type_ == type_ && c.status != "True") {
-                    out.push(Finding::new(
-                        Check::NodeConditions,
+                    out.push(Check::NodeConditions.finding(
                         severity,
                         format!("node/{name}"),
                         format!("{name} disk {disk}: {what} ({type_} is {}){}", status_of(c), detail(c)),
@@ -105,8 +103,7 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
 /// the setting is absent (said in the message).
 fn percent_setting(inv: &Inventory, (name, default): (&str, i64)) -> Result<(i64, String), Finding> {
     match inv.setting_int(name) {
-        Ok(Some(v)) if v < 0 => Err(Finding::new(
-            Check::DiskSpace,
+        Ok(Some(v)) if v < 0 => Err(Check::DiskSpace.finding(
             Severity::Error,
             format!("setting/{name}"),
             format!("setting {name}={v} is negative; disk space not checked"),
@@ -116,8 +113,7 @@ fn percent_setting(inv: &Inventory, (name, default): (&str, i64)) -> Result<(i64
         Ok(None) => {
             Ok((default, format!("{name}={default}% (Longhorn's default; the setting was not read)")))
         }
-        Err(why) => Err(Finding::new(
-            Check::DiskSpace,
+        Err(why) => Err(Check::DiskSpace.finding(
             Severity::Error,
             format!("setting/{name}"),
             format!("{why}; disk space not checked"),
@@ -173,16 +169,14 @@ fn one_disk(
     );
     let remedy = "free space (delete snapshots, move replicas off with disk eviction) or add a disk";
     if (st.storage_available as i128) <= floor {
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Error,
             object.clone(),
             format!("{what}, at or below {min_text}: Longhorn schedules no new replica here"),
             remedy,
         ));
     } else if avail_pct.saturating_sub(min_pct) < SPACE_WARN_POINTS {
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Warning,
             object.clone(),
             format!(
@@ -207,8 +201,7 @@ fn one_disk(
                 gib(st.storage_maximum)
             )
         };
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Error,
             object,
             format!("{node} disk {disk}: {why}: Longhorn schedules no replica here"),
@@ -225,15 +218,14 @@ fn one_disk(
     );
     let remedy = "add capacity, or raise storage-over-provisioning-percentage only if actual usage allows";
     if st.storage_scheduled >= limit {
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Error,
             object,
             format!("{sched}: Longhorn schedules no new replica here"),
             remedy,
         ));
     } else if used_pct >= SCHEDULED_WARN_PERCENT {
-        out.push(Finding::new(Check::DiskSpace, Severity::Warning, object, sched, remedy));
+        out.push(Check::DiskSpace.finding(Severity::Warning, object, sched, remedy));
     }
     out
 }
