@@ -238,20 +238,15 @@ fn parse_chunk(
 /// (the line is shown before the message).
 fn yaml_reason(s: &str) -> String {
     let s = crate::yaml::message_text(s);
-    let s = s.as_str();
-    let s = match s.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
-        Some((pos, rest)) if pos.contains(" column ") => rest,
+    match s.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest)) if pos.contains(" column ") => rest.to_string(),
         _ => s,
-    };
-    s.to_string()
+    }
 }
 
 /// Drops serde_json's ` at line L column C` (the line is shown before the message).
 fn strip_at(s: &str) -> String {
-    match s.rfind(" at line ") {
-        Some(i) => s[..i].to_string(),
-        None => s.to_string(),
-    }
+    s.rfind(" at line ").map_or(s, |i| &s[..i]).to_string()
 }
 
 /// One input's lines, split once, and the lines naming each object (`name: X`, or `"name":
