@@ -73,36 +73,28 @@ fn from_decision(object: String, min: u32, d: Result<Decision, crate::policy::Ru
 /// `replica-count`: the replica rules over every Volume, StorageClass and the
 /// `default-replica-count` Setting, each asked as the webhook asks it.
 pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<Finding> {
-    let min = policy.replicas.minimum;
-    let mut out = Vec::new();
-    for s in inv.setting_objects.iter().filter(|s| {
+    let settings = inv.setting_objects.iter().filter(|s| {
         s.pointer("/metadata/name").and_then(Value::as_str) == Some(replicas::DEFAULT_REPLICA_COUNT)
-    }) {
+    });
+    let settings = settings.map(|s| {
         let req = create("longhorn.io", "v1beta2", "Setting", "settings", s.clone());
-        out.extend(from_decision(
-            format!("setting/{}", replicas::DEFAULT_REPLICA_COUNT),
-            min,
-            policy::decide(&req, view, policy, now),
-        ));
-    }
-    for sc in &inv.storage_classes {
+        (format!("setting/{}", replicas::DEFAULT_REPLICA_COUNT), req)
+    });
+    let classes = inv.storage_classes.iter().map(|sc| {
         let name = sc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
         let req = create("storage.k8s.io", "v1", "StorageClass", "storageclasses", sc.clone());
-        out.extend(from_decision(
-            format!("storageclass/{name}"),
-            min,
-            policy::decide(&req, view, policy, now),
-        ));
-    }
-    for v in &inv.volumes {
+        (format!("storageclass/{name}"), req)
+    });
+    let volumes = inv.volumes.iter().map(|v| {
         let req = create("longhorn.io", "v1beta2", "Volume", "volumes", volume_object(v));
-        out.extend(from_decision(
-            format!("volume/{}", v.metadata.name),
-            min,
-            policy::decide(&req, view, policy, now),
-        ));
-    }
-    out
+        (format!("volume/{}", v.metadata.name), req)
+    });
+    let min = policy.replicas.minimum;
+    settings
+        .chain(classes)
+        .chain(volumes)
+        .flat_map(|(object, req)| from_decision(object, min, policy::decide(&req, view, policy, now)))
+        .collect()
 }
 
 /// `volume-health`: degraded and faulted volumes, and stalled rebuilds with the
