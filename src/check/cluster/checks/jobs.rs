@@ -18,9 +18,14 @@ fn is_backup_task(task: &str) -> bool {
     matches!(task, "backup" | "backup-force-create")
 }
 
+/// Snapshot and backup tasks: the ones that make restore points (a trim or cleanup job does not).
+fn makes_restore_points(task: &str) -> bool {
+    is_snapshot_task(task) || is_backup_task(task)
+}
+
 /// Tasks whose `retain` bounds what they keep.
 fn retains(task: &str) -> bool {
-    is_snapshot_task(task) || is_backup_task(task) || task == "snapshot-delete"
+    makes_restore_points(task) || task == "snapshot-delete"
 }
 
 /// True when the job's `retain` is a count Longhorn reads: the count-based policy (empty, the
@@ -46,7 +51,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
     }
     let mut out = Vec::new();
     let jobs = &inv.recurring_jobs;
-    if !jobs.iter().any(|j| is_snapshot_task(&j.spec.task) || is_backup_task(&j.spec.task)) {
+    if !jobs.iter().any(|j| makes_restore_points(&j.spec.task)) {
         out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "recurringjobs",
@@ -129,14 +134,9 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         }
     }
     out.extend(snapshot_jobs_adding_up(&members, jobs, max));
-    // Only snapshot and backup jobs make restore points (a trim or cleanup job does not).
     let uncovered: Vec<&str> = members
         .iter()
-        .filter(|(_, m)| {
-            !jobs
-                .iter()
-                .any(|j| (is_snapshot_task(&j.spec.task) || is_backup_task(&j.spec.task)) && m.covered_by(j))
-        })
+        .filter(|(_, m)| !jobs.iter().any(|j| makes_restore_points(&j.spec.task) && m.covered_by(j)))
         .map(|(v, _)| v.metadata.name.as_str())
         .collect();
     if !uncovered.is_empty() {
