@@ -60,7 +60,6 @@ pub fn storage_network(inv: &Inventory) -> Vec<Finding> {
             Check::StorageNetwork.finding(Severity::Info, "daemonsets", message, remedy)
         };
         out.push(if !net.daemonsets_unread.is_empty() {
-            // DaemonSets could not be listed (live) and no Multus was found where they could.
             let instead = if net.daemonsets_namespaces.is_empty() {
                 String::new()
             } else {
@@ -82,8 +81,6 @@ pub fn storage_network(inv: &Inventory) -> Vec<Finding> {
                 "add DaemonSets to the snapshot (kubectl get daemonsets -A; README: cluster snapshots)".into(),
             )
         } else if attached > 0 {
-            // Multus is installed on the nodes (a real harness found this): its version cannot
-            // be read.
             info(
                 format!(
                     "none of the {} runs Multus, yet {} {} an IP on {network}: Multus runs outside a DaemonSet, so its version is not checked",
