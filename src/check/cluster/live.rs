@@ -182,7 +182,8 @@ async fn list_kind(
             inv.network.daemonsets_namespaces = read;
             Ok(())
         }
-        other => other.map_err(String::from),
+        Err(Refused::Forbidden(e) | Refused::Other(e)) => Err(e),
+        Ok(()) => Ok(()),
     }
 }
 
@@ -195,14 +196,6 @@ fn namespace_of(path: &str) -> String {
 enum Refused {
     Forbidden(String),
     Other(String),
-}
-
-impl From<Refused> for String {
-    fn from(r: Refused) -> String {
-        match r {
-            Refused::Forbidden(s) | Refused::Other(s) => s,
-        }
-    }
 }
 
 /// Lists one collection of `r`'s kind, page by page, into the inventory (and `objects`).
