@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::cluster::{ClusterView, Node, Object};
-use crate::policy::drain::{analyze_node, analyze_volumes, volumes_on_node, NodeAnalysis};
+use crate::policy::drain::{analyze_node, analyze_volumes, volumes_on_node};
 use crate::policy::Policy;
 
 /// One node's place in the plan.
@@ -34,13 +34,6 @@ pub struct Plan {
     pub batch: Vec<String>,
 }
 
-/// What a drain of the node alone waits for.
-fn waits(a: &NodeAnalysis) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = a.blocking().map(|v| (v.volume.clone(), v.explanation())).collect();
-    out.extend(a.blocking_unmapped().map(|u| (format!("{} {}", u.kind.as_str(), u.name), u.line())));
-    out
-}
-
 /// Builds the plan.
 pub fn plan(view: &ClusterView, policy: &Policy, now: SystemTime) -> Plan {
     let names: BTreeSet<String> =
@@ -53,7 +46,7 @@ pub fn plan(view: &ClusterView, policy: &Policy, now: SystemTime) -> Plan {
                 node: n.clone(),
                 drainable_now: !a.would_block(),
                 in_batch: false,
-                waits_for: waits(&a),
+                waits_for: super::wait::waiting(&a).into_iter().map(|w| (w.what, w.reason)).collect(),
                 strands_with_batch: Vec::new(),
             }
         })
