@@ -112,8 +112,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
     let now = SystemTime::now();
     let analysis = analyze_node(&view, node, &policy, now);
-    let opts = drain::Options { drain_timeout: args.drain_timeout };
-    let diagnosis = drain::diagnose(&view, &analysis, &scene, opts, now);
+    let diagnosis = drain::diagnose(&view, &analysis, &scene, args.drain_timeout, now);
     let text = match args.input.output {
         CheckOutput::Table => render_table(&analysis) + &drain::render::table(node, &diagnosis),
         CheckOutput::Json => {
