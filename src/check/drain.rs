@@ -193,8 +193,7 @@ fn budget_findings(view: &ClusterView, analysis: &NodeAnalysis, scene: &Scene) -
             evicted.iter().filter(|p| b.covers(p) && b.refuses(p)).map(|p| p.key()).collect();
         let longhorn = longhorn::is_instance_manager_budget(b);
         if longhorn && (longhorn::node_of(view, b) == Some(node) || !refused.is_empty()) {
-            let role = longhorn::role(view, b, node, analysis);
-            let (id, blocks, mut reason, remedy) = longhorn::explain(b, node, &role);
+            let (id, blocks, mut reason, remedy) = longhorn::explain(view, b, node, analysis);
             let blocks = blocks && !refused.is_empty();
             if refused.is_empty() {
                 reason.push_str(
