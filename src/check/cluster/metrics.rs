@@ -55,11 +55,6 @@ impl ChecksStatus {
         self.last_run = Some(at);
         self.ok += 1;
     }
-
-    /// Records a run that could not read the cluster; the last findings stay.
-    pub fn record_failure(&mut self) {
-        self.failed += 1;
-    }
 }
 
 /// Runs the checks once over an inventory and view, recording the result.
@@ -100,7 +95,7 @@ pub async fn refresh_loop(
                     "cluster checks refreshed"
                 ),
                 Err(panic) => {
-                    status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
+                    status.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
                     let what = crate::clip::panic_text(panic.as_ref());
                     tracing::error!(
                         panic = %crate::clip::clip_to(&what, crate::clip::MAX_TEXT),
@@ -109,7 +104,7 @@ pub async fn refresh_loop(
                 }
             },
             Err(e) => {
-                status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
+                status.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
                 tracing::warn!(error = %e, "cluster checks could not read the cluster; keeping the last findings");
             }
         }
