@@ -53,7 +53,6 @@ pub(super) fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
 /// Turns one manifest into targets: Longhorn Settings and Volumes, StorageClasses, Helm
 /// values, and the Longhorn chart's `longhorn-default-setting` / `longhorn-storageclass`
 /// ConfigMaps. Other kinds are skipped.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn classify(
     i: usize,
     input: &Input,
