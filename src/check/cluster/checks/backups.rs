@@ -9,7 +9,7 @@ pub const SNAPSHOT_MAX_COUNT: (&str, i64) = ("snapshot-max-count", 250);
 /// A volume with this share (%) of `snapshot-max-count` or more is reported as a warning.
 pub const SNAPSHOT_WARN_PERCENT: i64 = 80;
 /// Names listed in one aggregated finding before "and N more".
-const SHOWN: usize = 5;
+pub(super) const SHOWN: usize = 5;
 
 /// `backup-target`: none configured, or configured and not available.
 pub fn backup_target(inv: &Inventory) -> Vec<Finding> {

@@ -5,10 +5,7 @@ use super::super::finding::{count, some_names, Check, Finding, Severity};
 use super::super::inventory::{
     Inventory, RecurringJobInfo, VolumeInfo, DEFAULT_GROUP, GROUP_LABEL_PREFIX, JOB_LABEL_PREFIX,
 };
-use super::backups::snapshot_max;
-
-/// Names listed in one aggregated finding before "and N more".
-const SHOWN: usize = 5;
+use super::backups::{snapshot_max, SHOWN};
 
 fn is_snapshot_task(task: &str) -> bool {
     matches!(task, "snapshot" | "snapshot-force-create")
