@@ -52,9 +52,21 @@ pub struct Summary {
 }
 
 impl Report {
-    /// Runs every check over `inv` and `view`.
+    /// Runs every check over `inv` and `view`, in report order (after the objects that could
+    /// not be read).
     pub fn build(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
-        let (findings, nodes) = checks::run_all(inv, view, policy, now);
+        let mut findings = inv.unreadable.findings();
+        findings.extend(checks::nodes::node_conditions(inv));
+        findings.extend(checks::nodes::disk_space(inv));
+        findings.extend(checks::backups::backup_target(inv));
+        findings.extend(checks::jobs::recurring_jobs(inv));
+        findings.extend(checks::backups::snapshot_retention(inv));
+        findings.extend(checks::volumes::replica_count(inv, view, policy, now));
+        findings.extend(checks::volumes::volume_health(inv, view, policy, now));
+        findings.extend(checks::volumes::settings(inv, policy));
+        findings.extend(checks::network::storage_network(inv));
+        let (drain, nodes) = checks::volumes::drain_readiness(inv, view, policy);
+        findings.extend(drain);
         let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
         let summary = Summary {
             errors: n(Severity::Error),
