@@ -86,9 +86,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
     let (view, scene) = match &args.input.state {
         Some(path) => match snapshot::load_observing(path, drain::Scene::default, |s, v| s.take(node, v)) {
-            Ok((v, scene)) => {
-                (v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()), scene)
-            }
+            Ok((v, scene)) => (v.derive(crate::policy::drain::derivations(), SystemTime::now()), scene),
             Err(e) => return bad_input("check drain", &format!("state: {e}")),
         },
         None => match live_view(node).await {
@@ -135,11 +133,12 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
 async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
     let view = match &args.input.state {
         Some(path) => match snapshot::load(path) {
-            Ok(v) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
+            Ok(v) => v.derive(crate::policy::drain::derivations(), SystemTime::now()),
             Err(e) => return bad_input("check drain", &format!("state: {e}")),
         },
         None => match cluster::live::read().await {
-            Ok((_, v)) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
+            // Derived already.
+            Ok((_, v)) => v,
             Err(e) => return bad_input("check drain", &format!("cluster: {e}")),
         },
     };
