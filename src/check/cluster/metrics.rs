@@ -42,12 +42,8 @@ pub type SharedChecks = Arc<Mutex<ChecksStatus>>;
 impl ChecksStatus {
     /// Records a completed run.
     pub fn record(&mut self, report: &Report, at: SystemTime) {
-        self.counts.clear();
-        for c in Check::ALL {
-            for s in [Severity::Error, Severity::Warning, Severity::Info] {
-                self.counts.insert((c, s), 0);
-            }
-        }
+        let severities = [Severity::Error, Severity::Warning, Severity::Info];
+        self.counts = Check::ALL.iter().flat_map(|&c| severities.map(|s| ((c, s), 0))).collect();
         for f in &report.findings {
             *self.counts.entry((f.check, f.severity)).or_default() += 1;
         }
