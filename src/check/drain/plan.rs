@@ -104,13 +104,9 @@ pub fn table(p: &Plan) -> String {
     let mut rows: Vec<[String; 4]> = vec![["NODE".into(), "NOW".into(), "BATCH".into(), "WAITS FOR".into()]];
     for n in &p.nodes {
         let waits = if !n.waits_for.is_empty() {
-            let mut w = n
-                .waits_for
-                .iter()
-                .take(SHOWN)
-                .map(|(v, r)| format!("{v}: {r}"))
-                .collect::<Vec<_>>()
-                .join("; ");
+            let shown: Vec<String> =
+                n.waits_for.iter().take(SHOWN).map(|(v, r)| format!("{v}: {r}")).collect();
+            let mut w = shown.join("; ");
             if n.waits_for.len() > SHOWN {
                 w.push_str(&format!(" (+{} more; --output json lists all)", n.waits_for.len() - SHOWN));
             }
