@@ -201,8 +201,7 @@ impl Display {
 
     fn clear(&mut self) {
         if self.terminal {
-            let s = self.erase();
-            write(&s);
+            write(&self.erase());
         }
     }
 }
