@@ -165,8 +165,8 @@ fn snapshot_jobs_adding_up(
             is_snapshot_task(&j.spec.task) && retain_is_a_count(&j.spec.retention_policy) && j.spec.retain > 0
         })
         .collect();
-    // (the covering jobs with their retain, the limit) -> the volumes.
-    type Key = (Vec<(String, i64)>, i64);
+    // (the covering jobs with their retain, the limit, the retains' sum) -> the volumes.
+    type Key = (Vec<(String, i64)>, i64, i64);
     let mut by_jobs: std::collections::BTreeMap<Key, Vec<&str>> = Default::default();
     for (v, m) in members {
         let Some(limit) = volume_max(v, max).filter(|l| *l > 0) else { continue };
@@ -178,13 +178,12 @@ fn snapshot_jobs_adding_up(
         let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
         // One job alone at the limit is reported on the job.
         if covering.len() > 1 && sum >= limit && covering.iter().all(|(_, r)| *r < limit) {
-            by_jobs.entry((covering, limit)).or_default().push(v.metadata.name.as_str());
+            by_jobs.entry((covering, limit, sum)).or_default().push(v.metadata.name.as_str());
         }
     }
     by_jobs
         .into_iter()
-        .map(|((covering, limit), volumes)| {
-            let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
+        .map(|((covering, limit, sum), volumes)| {
             let parts: Vec<String> = covering.iter().map(|(n, r)| format!("{n} ({r})")).collect();
             Check::RecurringJobs.finding(
                 Severity::Error,
