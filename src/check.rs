@@ -118,14 +118,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
             format!("{}\n", serde_json::to_string_pretty(&json).unwrap_or_default())
         }
     };
-    if let Err(e) = crate::output::stdout(&text) {
-        return bad_input("check drain", &e);
-    }
-    if analysis.would_block() || diagnosis.blocks() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    print_and("check drain", u8::from(analysis.would_block() || diagnosis.blocks()), &text)
 }
 
 /// `check drain --all`: exit 0 when every node can be drained now (one at a time), 1 when some
@@ -147,14 +140,15 @@ async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
         CheckOutput::Table => drain::plan::table(&plan),
         CheckOutput::Json => format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()),
     };
-    if let Err(e) = crate::output::stdout(&text) {
-        return bad_input("check drain", &e);
+    print_and("check drain", u8::from(!plan.nodes.iter().all(|n| n.drainable_now)), &text)
+}
+
+/// Prints `text` and exits with `code`; with 2 (bad input) when stdout cannot be written.
+fn print_and(command: &str, code: u8, text: &str) -> ExitCode {
+    if let Err(e) = crate::output::stdout(text) {
+        return bad_input(command, &e);
     }
-    if plan.nodes.iter().all(|n| n.drainable_now) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    ExitCode::from(code)
 }
 
 async fn live_view(node: &str) -> Result<(ClusterView, drain::Scene), String> {

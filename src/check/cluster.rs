@@ -172,8 +172,5 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
             Err(e) => return bad_input("check cluster", &format!("cannot render JSON: {e}")),
         },
     };
-    if let Err(e) = crate::output::stdout(&text) {
-        return bad_input("check cluster", &e);
-    }
-    ExitCode::from(report.exit_code())
+    super::print_and("check cluster", report.exit_code(), &text)
 }
