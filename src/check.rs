@@ -86,9 +86,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
     let (view, scene) = match &args.input.state {
         Some(path) => match snapshot::load_observing(path, drain::Scene::default, |s, v| s.take(node, v)) {
-            Ok((v, scene)) => {
-                (v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()), scene)
-            }
+            Ok((v, scene)) => (v.derive(crate::policy::drain::derivations(), SystemTime::now()), scene),
             Err(e) => return bad_input("check drain", &format!("state: {e}")),
         },
         None => match live_view(node).await {
@@ -112,8 +110,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     }
     let now = SystemTime::now();
     let analysis = analyze_node(&view, node, &policy, now);
-    let opts = drain::Options { drain_timeout: args.drain_timeout };
-    let diagnosis = drain::diagnose(&view, &analysis, &scene, opts, now);
+    let diagnosis = drain::diagnose(&view, &analysis, &scene, args.drain_timeout, now);
     let text = match args.input.output {
         CheckOutput::Table => render_table(&analysis) + &drain::render::table(node, &diagnosis),
         CheckOutput::Json => {
@@ -121,14 +118,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
             format!("{}\n", serde_json::to_string_pretty(&json).unwrap_or_default())
         }
     };
-    if let Err(e) = crate::output::stdout(&text) {
-        return bad_input("check drain", &e);
-    }
-    if analysis.would_block() || diagnosis.blocks() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    }
+    print_and("check drain", u8::from(analysis.would_block() || diagnosis.blocks()), &text)
 }
 
 /// `check drain --all`: exit 0 when every node can be drained now (one at a time), 1 when some
@@ -136,11 +126,12 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
 async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
     let view = match &args.input.state {
         Some(path) => match snapshot::load(path) {
-            Ok(v) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
+            Ok(v) => v.derive(crate::policy::drain::derivations(), SystemTime::now()),
             Err(e) => return bad_input("check drain", &format!("state: {e}")),
         },
         None => match cluster::live::read().await {
-            Ok((_, v)) => v.derive(crate::policy::drain::derivations(), std::time::SystemTime::now()),
+            // Derived already.
+            Ok((_, v)) => v,
             Err(e) => return bad_input("check drain", &format!("cluster: {e}")),
         },
     };
@@ -149,14 +140,15 @@ async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
         CheckOutput::Table => drain::plan::table(&plan),
         CheckOutput::Json => format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()),
     };
-    if let Err(e) = crate::output::stdout(&text) {
-        return bad_input("check drain", &e);
+    print_and("check drain", u8::from(!plan.nodes.iter().all(|n| n.drainable_now)), &text)
+}
+
+/// Prints `text` and exits with `code`; with 2 (bad input) when stdout cannot be written.
+fn print_and(command: &str, code: u8, text: &str) -> ExitCode {
+    if let Err(e) = crate::output::stdout(text) {
+        return bad_input(command, &e);
     }
-    if plan.nodes.iter().all(|n| n.drainable_now) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    ExitCode::from(code)
 }
 
 async fn live_view(node: &str) -> Result<(ClusterView, drain::Scene), String> {

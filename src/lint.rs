@@ -110,9 +110,7 @@ impl Report {
 
     /// The JSON output: an array of `{path,line,kind,name,severity,message}`, pretty-printed.
     pub fn json(&self) -> String {
-        let mut s = serde_json::to_string_pretty(&self.findings).unwrap_or_else(|_| "[]".into());
-        s.push('\n');
-        s
+        serde_json::to_string_pretty(&self.findings).unwrap_or_else(|_| "[]".into()) + "\n"
     }
 
     fn count(&self, s: Severity) -> usize {

@@ -52,9 +52,21 @@ pub struct Summary {
 }
 
 impl Report {
-    /// Runs every check over `inv` and `view`.
+    /// Runs every check over `inv` and `view`, in report order (after the objects that could
+    /// not be read).
     pub fn build(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
-        let (findings, nodes) = checks::run_all(inv, view, policy, now);
+        let mut findings = inv.unreadable.findings();
+        findings.extend(checks::nodes::node_conditions(inv));
+        findings.extend(checks::nodes::disk_space(inv));
+        findings.extend(checks::backups::backup_target(inv));
+        findings.extend(checks::jobs::recurring_jobs(inv));
+        findings.extend(checks::backups::snapshot_retention(inv));
+        findings.extend(checks::volumes::replica_count(inv, view, policy, now));
+        findings.extend(checks::volumes::volume_health(inv, view, policy, now));
+        findings.extend(checks::volumes::settings(inv, policy));
+        findings.extend(checks::network::storage_network(inv));
+        let (drain, nodes) = checks::volumes::drain_readiness(inv, view, policy);
+        findings.extend(drain);
         let n = |s: Severity| findings.iter().filter(|f| f.severity == s).count();
         let summary = Summary {
             errors: n(Severity::Error),
@@ -107,18 +119,9 @@ impl Report {
     }
 }
 
-/// Why the input could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
-    #[error("{0}")]
-    Live(String),
-}
-
 /// Reads a snapshot file into the inventory and the drain view, item by item (a JSON List is
 /// streamed: see [`crate::cluster::snapshot::items_of`]).
-pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError> {
+pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), SnapshotError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| SnapshotError::Read { path: path.to_path_buf(), source })?;
     let (inv, objects) = items_of(
@@ -134,7 +137,7 @@ pub fn load_snapshot(path: &Path) -> Result<(Inventory, ClusterView), LoadError>
     .map_err(|e| SnapshotError::from_items(path, e))?;
     drop(text);
     if objects.is_empty() && inv.read.is_empty() && inv.settings.is_empty() && inv.unreadable.is_empty() {
-        return Err(SnapshotError::Empty { path: path.to_path_buf() }.into());
+        return Err(SnapshotError::Empty { path: path.to_path_buf() });
     }
     if inv.unreadable.is_empty() && inv.read.is_empty() {
         // Unreadable objects are findings of their own, and the kinds only these checks read
@@ -154,12 +157,12 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
         Err(e) => return bad_input("check cluster", &format!("policy: {e}")),
     };
     let loaded = match &args.input.state {
-        Some(path) => load_snapshot(path),
-        None => live::read().await.map_err(LoadError::Live),
+        Some(path) => load_snapshot(path).map_err(|e| e.to_string()),
+        None => live::read().await,
     };
     let (inv, view) = match loaded {
         Ok(v) => v,
-        Err(e) => return bad_input("check cluster", &e.to_string()),
+        Err(e) => return bad_input("check cluster", &e),
     };
     let report = Report::build(&inv, &view, &policy, SystemTime::now());
     let text = match args.input.output {
@@ -169,8 +172,5 @@ pub async fn run(args: ClusterArgs) -> ExitCode {
             Err(e) => return bad_input("check cluster", &format!("cannot render JSON: {e}")),
         },
     };
-    if let Err(e) = crate::output::stdout(&text) {
-        return bad_input("check cluster", &e);
-    }
-    ExitCode::from(report.exit_code())
+    super::print_and("check cluster", report.exit_code(), &text)
 }

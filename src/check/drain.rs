@@ -126,19 +126,13 @@ impl Diagnosis {
     }
 }
 
-/// Options of the diagnosis.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Options {
-    /// `--drain-timeout`: the `kubectl drain --timeout` the drain will run with.
-    pub drain_timeout: Option<Duration>,
-}
-
-/// Everything besides the guard's verdicts that keeps `kubectl drain node` from finishing.
+/// Everything besides the guard's verdicts that keeps `kubectl drain node` from finishing, for a
+/// drain run with `kubectl drain --timeout` `drain_timeout` (`--drain-timeout`).
 pub fn diagnose(
     view: &ClusterView,
     analysis: &NodeAnalysis,
     scene: &Scene,
-    opts: Options,
+    drain_timeout: Option<Duration>,
     now: SystemTime,
 ) -> Diagnosis {
     let node = analysis.node.as_str();
@@ -153,7 +147,7 @@ pub fn diagnose(
             f.flag = Some(flag.as_str());
             findings.push(f);
         }
-        if let Some((id, reason, remedy)) = pods::never_goes(p, opts.drain_timeout, now) {
+        if let Some((id, reason, remedy)) = pods::never_goes(p, drain_timeout, now) {
             findings.push(Finding::pod(id, p, true, reason, remedy));
         }
     }
@@ -162,7 +156,7 @@ pub fn diagnose(
         kubectl_drain.push(' ');
         kubectl_drain.push_str(f.as_str());
     }
-    if let Some(t) = opts.drain_timeout {
+    if let Some(t) = drain_timeout {
         kubectl_drain.push_str(&format!(" --timeout={}s", t.as_secs()));
     }
     Diagnosis { findings, kubectl_drain, pods_read: scene.pods.len(), budgets_read: scene.budgets.len() }
@@ -199,8 +193,7 @@ fn budget_findings(view: &ClusterView, analysis: &NodeAnalysis, scene: &Scene) -
             evicted.iter().filter(|p| b.covers(p) && b.refuses(p)).map(|p| p.key()).collect();
         let longhorn = longhorn::is_instance_manager_budget(b);
         if longhorn && (longhorn::node_of(view, b) == Some(node) || !refused.is_empty()) {
-            let role = longhorn::role(view, b, node, analysis);
-            let (id, blocks, mut reason, remedy) = longhorn::explain(b, node, &role);
+            let (id, blocks, mut reason, remedy) = longhorn::explain(view, b, node, analysis);
             let blocks = blocks && !refused.is_empty();
             if refused.is_empty() {
                 reason.push_str(

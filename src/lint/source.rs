@@ -58,14 +58,10 @@ pub fn collect(paths: &[PathBuf], stdin: &mut dyn std::io::Read) -> (Vec<Input>,
             }
             files.sort();
             for f in files {
-                read_file(&f, &mut inputs, &mut errors);
+                inputs.extend(read_file(&f, &mut errors));
             }
-        } else {
-            let mut one = Vec::new();
-            read_file(p, &mut one, &mut errors);
-            for input in one {
-                named(input, &mut inputs, &mut errors);
-            }
+        } else if let Some(input) = read_file(p, &mut errors) {
+            named(input, &mut inputs, &mut errors);
         }
     }
     (inputs, errors)
@@ -92,15 +88,15 @@ fn err(path: &str, line: Option<usize>, reason: String) -> InputError {
     InputError { path: path.to_string(), line, reason }
 }
 
-fn read_file(p: &Path, inputs: &mut Vec<Input>, errors: &mut Vec<InputError>) {
+fn read_file(p: &Path, errors: &mut Vec<InputError>) -> Option<Input> {
     let path = p.display().to_string();
-    match std::fs::read(p) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => inputs.push(Input { path, text }),
-            Err(_) => errors.push(err(&path, None, "cannot read: not UTF-8 text".into())),
-        },
-        Err(e) => errors.push(err(&path, None, format!("cannot read: {e}"))),
-    }
+    let reason = match std::fs::read(p).map(String::from_utf8) {
+        Ok(Ok(text)) => return Some(Input { path, text }),
+        Ok(Err(_)) => "cannot read: not UTF-8 text".to_string(),
+        Err(e) => format!("cannot read: {e}"),
+    };
+    errors.push(err(&path, None, reason));
+    None
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -238,20 +234,15 @@ fn parse_chunk(
 /// (the line is shown before the message).
 fn yaml_reason(s: &str) -> String {
     let s = crate::yaml::message_text(s);
-    let s = s.as_str();
-    let s = match s.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
-        Some((pos, rest)) if pos.contains(" column ") => rest,
+    match s.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((pos, rest)) if pos.contains(" column ") => rest.to_string(),
         _ => s,
-    };
-    s.to_string()
+    }
 }
 
 /// Drops serde_json's ` at line L column C` (the line is shown before the message).
 fn strip_at(s: &str) -> String {
-    match s.rfind(" at line ") {
-        Some(i) => s[..i].to_string(),
-        None => s.to_string(),
-    }
+    s.rfind(" at line ").map_or(s, |i| &s[..i]).to_string()
 }
 
 /// One input's lines, split once, and the lines naming each object (`name: X`, or `"name":

@@ -44,6 +44,7 @@ pub(super) fn flatten<'a>(v: &'a Value, anchor: Option<String>, out: &mut Vec<(&
 }
 
 const SETTINGS: (&str, &str) = ("longhorn.io", "settings");
+const VOLUMES: (&str, &str) = ("longhorn.io", "volumes");
 const STORAGE_CLASSES: (&str, &str) = ("storage.k8s.io", "storageclasses");
 
 pub(super) fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
@@ -53,7 +54,6 @@ pub(super) fn str_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
 /// Turns one manifest into targets: Longhorn Settings and Volumes, StorageClasses, Helm
 /// values, and the Longhorn chart's `longhorn-default-setting` / `longhorn-storageclass`
 /// ConfigMaps. Other kinds are skipped.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn classify(
     i: usize,
     input: &Input,
@@ -84,9 +84,7 @@ pub(super) fn classify(
     };
     match (group, kind) {
         ("longhorn.io", "Setting") => targets.push(base(kind, name, None, SETTINGS, v.clone())),
-        ("longhorn.io", "Volume") => {
-            targets.push(base(kind, name, None, ("longhorn.io", "volumes"), v.clone()))
-        }
+        ("longhorn.io", "Volume") => targets.push(base(kind, name, None, VOLUMES, v.clone())),
         ("storage.k8s.io", "StorageClass") => {
             targets.push(base(kind, name, None, STORAGE_CLASSES, v.clone()))
         }

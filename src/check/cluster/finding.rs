@@ -68,6 +68,18 @@ impl Check {
             Self::DrainReadiness => "drain-readiness",
         }
     }
+
+    /// A finding of this check.
+    pub fn finding(
+        self,
+        severity: Severity,
+        object: impl Into<String>,
+        message: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Finding {
+        let (object, message, remedy) = (object.into(), message.into(), remedy.into());
+        Finding { check: self, severity, object, message, remedy }
+    }
 }
 
 /// One finding: which check, how serious, about what, why, and what to do.
@@ -80,18 +92,6 @@ pub struct Finding {
     pub message: String,
     /// What to do about it ("" when nothing is to be done).
     pub remedy: String,
-}
-
-impl Finding {
-    pub fn new(
-        check: Check,
-        severity: Severity,
-        object: impl Into<String>,
-        message: impl Into<String>,
-        remedy: impl Into<String>,
-    ) -> Self {
-        Self { check, severity, object: object.into(), message: message.into(), remedy: remedy.into() }
-    }
 }
 
 pub use crate::decision::count;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -25,14 +26,18 @@ pub struct Meta {
     pub labels: BTreeMap<String, String>,
 }
 
-/// A Longhorn `Node` with its conditions and disks.
+/// A Longhorn object as the checks read it: the parts of its metadata, spec and status they
+/// keep (a status not read is skipped).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct NodeInfo {
-    pub metadata: Meta,
-    pub spec: NodeSpec,
-    pub status: NodeStatus,
+pub struct Item<Spec, Status = IgnoredAny, M = Meta> {
+    pub metadata: M,
+    pub spec: Spec,
+    pub status: Status,
 }
+
+/// A Longhorn `Node` with its conditions and disks.
+pub type NodeInfo = Item<NodeSpec, NodeStatus>;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -43,9 +48,7 @@ pub struct NodeSpec {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct DiskSpec {
-    pub allow_scheduling: bool,
     pub storage_reserved: i64,
-    pub path: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -66,13 +69,7 @@ pub struct DiskStatus {
 
 /// A Longhorn `Volume`: what health, jobs and replica rules read. Interned strings and only
 /// the recurring-job labels: the inventory holds one per volume (10,000 and more).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct VolumeInfo {
-    pub metadata: VolumeMeta,
-    pub spec: VolumeSpec,
-    pub status: VolumeStatus,
-}
+pub type VolumeInfo = Item<VolumeSpec, VolumeStatus, VolumeMeta>;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
@@ -115,15 +112,9 @@ pub struct KubernetesStatus {
     pub namespace: Name,
 }
 
-/// A `BackupTarget` (Longhorn 1.2+; several per cluster since 1.8).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct BackupTargetInfo {
-    pub metadata: Meta,
-    pub spec: BackupTargetSpec,
-    /// `None` until Longhorn has reconciled the target.
-    pub status: Option<BackupTargetStatus>,
-}
+/// A `BackupTarget` (Longhorn 1.2+; several per cluster since 1.8); its status is `None` until
+/// Longhorn has reconciled the target.
+pub type BackupTargetInfo = Item<BackupTargetSpec, Option<BackupTargetStatus>>;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
@@ -140,31 +131,19 @@ pub struct BackupTargetStatus {
 }
 
 /// A `RecurringJob`.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct RecurringJobInfo {
-    pub metadata: Meta,
-    pub spec: RecurringJobSpec,
-}
+pub type RecurringJobInfo = Item<RecurringJobSpec>;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct RecurringJobSpec {
     pub task: String,
     pub groups: Vec<String>,
-    pub cron: String,
     pub retain: i64,
     /// `count-based` (default) or `age-based` (Longhorn 1.11+), where `retain` is not read.
     pub retention_policy: String,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct SnapshotItem {
-    metadata: Meta,
-    spec: SnapshotSpec,
-    status: SnapshotStatus,
-}
+type SnapshotItem = Item<SnapshotSpec, SnapshotStatus>;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

@@ -26,6 +26,7 @@ const REFRESH_PAGE: u32 = 200;
 
 /// One kind to list: its URL path, the `apiVersion`/`kind` of its items, a label selector,
 /// and whether a missing resource (an older Longhorn without that CRD) is tolerated.
+#[derive(Default)]
 struct Read {
     path: String,
     api_version: String,
@@ -64,28 +65,24 @@ fn reads() -> Vec<Read> {
         labels: (r.kind == ObjectKind::Pod)
             .then(|| format!("{COMPONENT_LABEL}={INSTANCE_MANAGER_COMPONENT}")),
         page: r.kind.page_size(),
-        optional: false,
         inventory: INVENTORY_KINDS.contains(&r.kind),
-        forbidden: None,
+        ..Read::default()
     });
     // What only these checks read.
     let lh = |plural: &str, kind: &'static str| Read {
         path: format!("/apis/longhorn.io/v1beta2/namespaces/{LONGHORN_NAMESPACE}/{plural}"),
         api_version: "longhorn.io/v1beta2".into(),
         kind,
-        labels: None,
         page: PAGE,
         optional: true,
         inventory: true,
-        forbidden: None,
+        ..Read::default()
     };
     let daemonsets = Read {
         path: "/apis/apps/v1/daemonsets".into(),
         api_version: "apps/v1".into(),
         kind: "DaemonSet",
-        labels: None,
         page: PAGE,
-        optional: false,
         inventory: true,
         forbidden: Some(
             DAEMONSET_NAMESPACES
@@ -93,6 +90,7 @@ fn reads() -> Vec<Read> {
                 .map(|ns| format!("/apis/apps/v1/namespaces/{ns}/daemonsets"))
                 .collect(),
         ),
+        ..Read::default()
     };
     let others = [
         daemonsets,
@@ -182,7 +180,8 @@ async fn list_kind(
             inv.network.daemonsets_namespaces = read;
             Ok(())
         }
-        other => other.map_err(String::from),
+        Err(Refused::Forbidden(e) | Refused::Other(e)) => Err(e),
+        Ok(()) => Ok(()),
     }
 }
 
@@ -195,14 +194,6 @@ fn namespace_of(path: &str) -> String {
 enum Refused {
     Forbidden(String),
     Other(String),
-}
-
-impl From<Refused> for String {
-    fn from(r: Refused) -> String {
-        match r {
-            Refused::Forbidden(s) | Refused::Other(s) => s,
-        }
-    }
 }
 
 /// Lists one collection of `r`'s kind, page by page, into the inventory (and `objects`).

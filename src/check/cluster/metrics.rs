@@ -42,23 +42,14 @@ pub type SharedChecks = Arc<Mutex<ChecksStatus>>;
 impl ChecksStatus {
     /// Records a completed run.
     pub fn record(&mut self, report: &Report, at: SystemTime) {
-        self.counts.clear();
-        for c in Check::ALL {
-            for s in [Severity::Error, Severity::Warning, Severity::Info] {
-                self.counts.insert((c, s), 0);
-            }
-        }
+        let severities = [Severity::Error, Severity::Warning, Severity::Info];
+        self.counts = Check::ALL.iter().flat_map(|&c| severities.map(|s| ((c, s), 0))).collect();
         for f in &report.findings {
             *self.counts.entry((f.check, f.severity)).or_default() += 1;
         }
         self.nodes = report.nodes.iter().map(|n| (n.node.clone(), n.blocking)).collect();
         self.last_run = Some(at);
         self.ok += 1;
-    }
-
-    /// Records a run that could not read the cluster; the last findings stay.
-    pub fn record_failure(&mut self) {
-        self.failed += 1;
     }
 }
 
@@ -100,7 +91,7 @@ pub async fn refresh_loop(
                     "cluster checks refreshed"
                 ),
                 Err(panic) => {
-                    status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
+                    status.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
                     let what = crate::clip::panic_text(panic.as_ref());
                     tracing::error!(
                         panic = %crate::clip::clip_to(&what, crate::clip::MAX_TEXT),
@@ -109,7 +100,7 @@ pub async fn refresh_loop(
                 }
             },
             Err(e) => {
-                status.lock().unwrap_or_else(|p| p.into_inner()).record_failure();
+                status.lock().unwrap_or_else(|p| p.into_inner()).failed += 1;
                 tracing::warn!(error = %e, "cluster checks could not read the cluster; keeping the last findings");
             }
         }

@@ -28,11 +28,6 @@ impl Unreadable {
         self.by_kind.entry(key).or_default().push(Bad { name: name.to_string(), reason });
     }
 
-    /// How many objects could not be read.
-    pub fn len(&self) -> usize {
-        self.by_kind.values().map(Vec::len).sum()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.by_kind.is_empty()
     }
@@ -53,8 +48,7 @@ impl Unreadable {
                     (false, "DaemonSet") => "get daemonsets -A".to_string(),
                     (false, _) => format!("get {plural}"),
                 };
-                Finding::new(
-                    check_of(kind),
+                check_of(kind).finding(
                     Severity::Error,
                     plural,
                     format!(
@@ -103,7 +97,6 @@ mod tests {
         u.add("longhorn.io/v1beta2", "Volume", "v", "invalid type".into());
         u.add("v1", "Node", "n1", "invalid type".into());
         u.add("storage.k8s.io/v1", "StorageClass", "sc", "invalid type".into());
-        assert_eq!(u.len(), 7);
         let f = u.findings();
         assert_eq!(f.len(), 4);
         assert_eq!(

@@ -4,6 +4,7 @@
 //! `disruptionsAllowed` 0 answers 429).
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use super::pods::PodFacts;
@@ -71,19 +72,15 @@ impl Budget {
     /// then refuses every eviction it covers.
     pub fn unobserved(&self) -> bool {
         let observed = self.pdb.status.as_ref().and_then(|s| s.observed_generation);
-        match (observed, self.pdb.metadata.generation) {
-            (None, _) => true,
-            (Some(o), Some(g)) => o < g,
-            (Some(_), None) => false,
-        }
+        observed.is_none_or(|o| self.pdb.metadata.generation.is_some_and(|g| o < g))
     }
 
     /// `minAvailable N` / `maxUnavailable N` as the spec gives it.
     pub fn spec_text(&self) -> String {
         let spec = self.pdb.spec.as_ref();
-        let v = |x: &k8s_openapi::apimachinery::pkg::util::intstr::IntOrString| match x {
-            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i) => i.to_string(),
-            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(s) => s.clone(),
+        let v = |x: &IntOrString| match x {
+            IntOrString::Int(i) => i.to_string(),
+            IntOrString::String(s) => s.clone(),
         };
         match (spec.and_then(|s| s.min_available.as_ref()), spec.and_then(|s| s.max_unavailable.as_ref())) {
             (Some(m), _) => format!("minAvailable {}", v(m)),

@@ -27,27 +27,6 @@ pub fn node_of<'a>(view: &'a ClusterView, b: &'a Budget) -> Option<&'a str> {
     view.instance_manager(&b.name).map(|im| im.spec.node_id.as_str()).or_else(|| b.match_label(NODE_LABEL))
 }
 
-/// What an instance-manager budget is to the drain.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// Volumes the guard's analysis blocks on have a replica on its node or an engine in it.
-    Needed(Vec<String>),
-    /// Nothing the analysis blocks on needs it; why, and whether Longhorn will remove it.
-    Stale(Stale),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Stale {
-    /// No InstanceManager of that name.
-    InstanceManagerGone,
-    /// The instance manager's `status.currentState` is not `running`.
-    NotRunning(String),
-    /// Running on a node not yet cordoned: Longhorn keeps it until the cordon.
-    UntilCordon,
-    /// Running on a cordoned node, and still there.
-    Kept,
-}
-
 /// The volumes whose replicas are on the instance manager's node, in any state, or whose
 /// replicas or engines it runs. Longhorn's `canDeleteInstanceManagerPDB` counts every Replica
 /// labelled with the node: a stopped replica of a detached volume keeps the budget too.
@@ -70,53 +49,19 @@ fn volumes_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
     out
 }
 
-/// The budget's role for a drain of `node` under `analysis`.
-pub fn role(view: &ClusterView, b: &Budget, node: &str, analysis: &NodeAnalysis) -> Role {
-    let Some(im) = view.instance_manager(&b.name) else { return Role::Stale(Stale::InstanceManagerGone) };
-    let blocking: BTreeSet<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
-    let mut needed: Vec<String> =
-        volumes_in(view, im).into_iter().filter(|v| blocking.contains(v.as_str())).collect();
-    if analysis.blocking_unmapped().any(|u| u.instance_manager == b.name) {
-        needed.push(format!("entries no known volume owns in {}", b.name));
-    }
-    if !needed.is_empty() {
-        return Role::Needed(needed);
-    }
-    let state = im.status.current_state.as_str();
-    if state != "running" {
-        return Role::Stale(Stale::NotRunning(if state.is_empty() { "unknown" } else { state }.to_string()));
-    }
-    if view.is_node_cordoned(node) == Some(true) {
-        Role::Stale(Stale::Kept)
-    } else {
-        Role::Stale(Stale::UntilCordon)
-    }
-}
-
-/// A stable id, whether it blocks (given that it refuses an eviction now), the reason and the
-/// remedy for a budget of `role`.
-pub fn explain(b: &Budget, node: &str, role: &Role) -> (&'static str, bool, String, String) {
+/// What an instance-manager budget is to a drain of `node` under `analysis`: a stable id,
+/// whether it blocks (given that it refuses an eviction now), the reason and the remedy. It is
+/// needed when volumes the analysis blocks on have a replica on its node or an engine in it;
+/// otherwise stale, with what Longhorn does about it.
+pub fn explain(
+    view: &ClusterView,
+    b: &Budget,
+    node: &str,
+    analysis: &NodeAnalysis,
+) -> (&'static str, bool, String, String) {
     let delete = format!("kubectl -n {LONGHORN_NAMESPACE} delete pdb {}", b.name);
-    let safe = format!(
-        "{delete} is safe: longhorn-guard's analysis finds no volume that needs instance manager {} \
-         (Longhorn creates the budget again when that instance manager runs on a schedulable node)",
-        b.name
-    );
-    match role {
-        Role::Needed(volumes) => (
-            "longhorn-pdb-needed",
-            true,
-            format!(
-                "Longhorn's budget for instance manager {}, needed: {node} holds replicas or engines of {}, which block \
-                 the drain (verdicts above)",
-                b.name,
-                volumes.join(", ")
-            ),
-            "do not delete it: once those volumes are protected elsewhere, Longhorn deletes it on the cordoned node \
-             (canDeleteInstanceManagerPDB)"
-                .into(),
-        ),
-        Role::Stale(Stale::InstanceManagerGone) => (
+    let Some(im) = view.instance_manager(&b.name) else {
+        return (
             "longhorn-pdb-stale",
             true,
             format!(
@@ -125,8 +70,38 @@ pub fn explain(b: &Budget, node: &str, role: &Role) -> (&'static str, bool, Stri
                 b.name
             ),
             format!("{delete} is safe: nothing it protected exists"),
-        ),
-        Role::Stale(Stale::NotRunning(state)) => (
+        );
+    };
+    let blocking: BTreeSet<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
+    let mut needed: Vec<String> =
+        volumes_in(view, im).into_iter().filter(|v| blocking.contains(v.as_str())).collect();
+    if analysis.blocking_unmapped().any(|u| u.instance_manager == b.name) {
+        needed.push(format!("entries no known volume owns in {}", b.name));
+    }
+    if !needed.is_empty() {
+        return (
+            "longhorn-pdb-needed",
+            true,
+            format!(
+                "Longhorn's budget for instance manager {}, needed: {node} holds replicas or engines of {}, which block \
+                 the drain (verdicts above)",
+                b.name,
+                needed.join(", ")
+            ),
+            "do not delete it: once those volumes are protected elsewhere, Longhorn deletes it on the cordoned node \
+             (canDeleteInstanceManagerPDB)"
+                .into(),
+        );
+    }
+    let safe = format!(
+        "{delete} is safe: longhorn-guard's analysis finds no volume that needs instance manager {} \
+         (Longhorn creates the budget again when that instance manager runs on a schedulable node)",
+        b.name
+    );
+    let state = im.status.current_state.as_str();
+    if state != "running" {
+        let state = if state.is_empty() { "unknown" } else { state };
+        (
             "longhorn-pdb-stale",
             true,
             format!(
@@ -136,19 +111,9 @@ pub fn explain(b: &Budget, node: &str, role: &Role) -> (&'static str, bool, Stri
                 b.name
             ),
             safe,
-        ),
-        Role::Stale(Stale::UntilCordon) => (
-            "longhorn-pdb-until-cordon",
-            false,
-            format!(
-                "Longhorn's budget for instance manager {}, not needed: no replica or engine on {node} needs it; \
-                 Longhorn keeps it while {node} is schedulable and deletes it once the node is cordoned \
-                 (kubectl drain cordons first; canDeleteInstanceManagerPDB, {SOURCE})",
-                b.name
-            ),
-            format!("none needed; if it is still there after the cordon, {safe}"),
-        ),
-        Role::Stale(Stale::Kept) => (
+        )
+    } else if view.is_node_cordoned(node) == Some(true) {
+        (
             "longhorn-pdb-stale",
             true,
             format!(
@@ -160,6 +125,18 @@ pub fn explain(b: &Budget, node: &str, role: &Role) -> (&'static str, bool, Stri
                 b.name
             ),
             safe,
-        ),
+        )
+    } else {
+        (
+            "longhorn-pdb-until-cordon",
+            false,
+            format!(
+                "Longhorn's budget for instance manager {}, not needed: no replica or engine on {node} needs it; \
+                 Longhorn keeps it while {node} is schedulable and deletes it once the node is cordoned \
+                 (kubectl drain cordons first; canDeleteInstanceManagerPDB, {SOURCE})",
+                b.name
+            ),
+            format!("none needed; if it is still there after the cordon, {safe}"),
+        )
     }
 }

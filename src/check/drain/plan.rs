@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::cluster::{ClusterView, Node, Object};
-use crate::policy::drain::{analyze_node, analyze_volumes, volumes_on_node, NodeAnalysis};
+use crate::policy::drain::{analyze_node, analyze_volumes, volumes_on_node};
 use crate::policy::Policy;
 
 /// One node's place in the plan.
@@ -34,13 +34,6 @@ pub struct Plan {
     pub batch: Vec<String>,
 }
 
-/// What a drain of the node alone waits for.
-fn waits(a: &NodeAnalysis) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = a.blocking().map(|v| (v.volume.clone(), v.explanation())).collect();
-    out.extend(a.blocking_unmapped().map(|u| (format!("{} {}", u.kind.as_str(), u.name), u.line())));
-    out
-}
-
 /// Builds the plan.
 pub fn plan(view: &ClusterView, policy: &Policy, now: SystemTime) -> Plan {
     let names: BTreeSet<String> =
@@ -53,7 +46,7 @@ pub fn plan(view: &ClusterView, policy: &Policy, now: SystemTime) -> Plan {
                 node: n.clone(),
                 drainable_now: !a.would_block(),
                 in_batch: false,
-                waits_for: waits(&a),
+                waits_for: super::wait::waiting(&a).into_iter().map(|w| (w.what, w.reason)).collect(),
                 strands_with_batch: Vec::new(),
             }
         })
@@ -111,13 +104,9 @@ pub fn table(p: &Plan) -> String {
     let mut rows: Vec<[String; 4]> = vec![["NODE".into(), "NOW".into(), "BATCH".into(), "WAITS FOR".into()]];
     for n in &p.nodes {
         let waits = if !n.waits_for.is_empty() {
-            let mut w = n
-                .waits_for
-                .iter()
-                .take(SHOWN)
-                .map(|(v, r)| format!("{v}: {r}"))
-                .collect::<Vec<_>>()
-                .join("; ");
+            let shown: Vec<String> =
+                n.waits_for.iter().take(SHOWN).map(|(v, r)| format!("{v}: {r}")).collect();
+            let mut w = shown.join("; ");
             if n.waits_for.len() > SHOWN {
                 w.push_str(&format!(" (+{} more; --output json lists all)", n.waits_for.len() - SHOWN));
             }

@@ -13,12 +13,10 @@ pub fn table(node: &str, d: &Diagnosis) -> String {
     );
     let width = d.findings.iter().map(|f| f.id.len()).max().unwrap_or(0);
     for f in &d.findings {
-        let mark = if f.blocks {
-            "BLOCK"
-        } else if f.flag.is_some() {
-            "flag"
-        } else {
-            "ok"
+        let mark = match (f.blocks, f.flag) {
+            (true, _) => "BLOCK",
+            (false, Some(_)) => "flag",
+            (false, None) => "ok",
         };
         out.push_str(&format!("{mark:<5}  {:<width$}  {}: {}\n", f.id, f.object(), f.reason));
         out.push_str(&format!("{:<5}  {:<width$}  remedy: {}\n", "", "", f.remedy));

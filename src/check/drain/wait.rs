@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::check::print_and;
 use crate::cluster::{ClusterView, SharedView, Source};
 use crate::policy::drain::{analyze_node, NodeAnalysis};
 use crate::policy::Policy;
@@ -135,7 +136,8 @@ async fn wait_on(
                 // The "no longer blocks" lines of what was shown.
                 display.show(node, &state, started.elapsed());
             }
-            return print_and(0, &format!("{node}: nothing of longhorn-guard's blocks a drain any more\n"));
+            let text = format!("{node}: nothing of longhorn-guard's blocks a drain any more\n");
+            return print_and("check drain", 0, &text);
         }
         if timed_out {
             display.clear();
@@ -144,7 +146,7 @@ async fn wait_on(
             for w in &state {
                 text.push_str(&format!("  {}\n", w.line()));
             }
-            return print_and(1, &text);
+            return print_and("check drain", 1, &text);
         }
         display.show(node, &state, started.elapsed());
     }
@@ -201,8 +203,7 @@ impl Display {
 
     fn clear(&mut self) {
         if self.terminal {
-            let s = self.erase();
-            write(&s);
+            write(&self.erase());
         }
     }
 }
@@ -210,11 +211,4 @@ impl Display {
 /// The live display is best effort: a write that fails is not an error.
 fn write(s: &str) {
     let _ = crate::output::stdout(s);
-}
-
-fn print_and(code: u8, text: &str) -> ExitCode {
-    if let Err(e) = crate::output::stdout(text) {
-        return crate::output::bad_input("check drain", &e);
-    }
-    ExitCode::from(code)
 }

@@ -9,7 +9,7 @@ pub const SNAPSHOT_MAX_COUNT: (&str, i64) = ("snapshot-max-count", 250);
 /// A volume with this share (%) of `snapshot-max-count` or more is reported as a warning.
 pub const SNAPSHOT_WARN_PERCENT: i64 = 80;
 /// Names listed in one aggregated finding before "and N more".
-const SHOWN: usize = 5;
+pub(super) const SHOWN: usize = 5;
 
 /// `backup-target`: none configured, or configured and not available.
 pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
@@ -19,8 +19,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
     let remedy_none = "set a backup target (S3, NFS, CIFS or Azure Blob) on the default BackupTarget (Settings > Backup Target)";
     if configured.is_empty() {
         if !inv.read.contains("BackupTarget") && !inv.settings.contains_key("backup-target") {
-            return vec![Finding::new(
-                Check::BackupTarget,
+            return vec![Check::BackupTarget.finding(
                 Severity::Info,
                 "backuptargets",
                 "not checked: no BackupTarget objects and no backup-target setting were read",
@@ -29,8 +28,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
         }
         if let Some(url) = setting {
             // Longhorn up to 1.7 keeps the target in a setting; its availability is not known here.
-            return vec![Finding::new(
-                Check::BackupTarget,
+            return vec![Check::BackupTarget.finding(
                 Severity::Info,
                 "setting/backup-target",
                 format!(
@@ -39,8 +37,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
                 "",
             )];
         }
-        return vec![Finding::new(
-            Check::BackupTarget,
+        return vec![Check::BackupTarget.finding(
             Severity::Error,
             "backuptargets",
             "no backup target is configured: no volume has an off-site copy",
@@ -62,8 +59,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
             .map(|v| v.metadata.name.as_str())
             .collect();
         if !users.is_empty() {
-            out.push(Finding::new(
-                Check::BackupTarget,
+            out.push(Check::BackupTarget.finding(
                 Severity::Error,
                 format!("backuptarget/{name}"),
                 format!(
@@ -79,8 +75,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
     for t in configured {
         let Some(status) = &t.status else {
             // Longhorn has not reconciled it yet: unknown, not down.
-            out.push(Finding::new(
-                Check::BackupTarget,
+            out.push(Check::BackupTarget.finding(
                 Severity::Info,
                 format!("backuptarget/{}", t.metadata.name),
                 format!(
@@ -102,8 +97,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
             .filter(|m| !m.is_empty())
             .map(|m| format!(": {m}"))
             .unwrap_or_default();
-        out.push(Finding::new(
-            Check::BackupTarget,
+        out.push(Check::BackupTarget.finding(
             Severity::Error,
             format!("backuptarget/{}", t.metadata.name),
             format!("backup target {} ({}) is not available{why}", t.metadata.name, t.spec.backup_target_url),
@@ -116,8 +110,7 @@ pub fn backup_target(inv: &Inventory) -> Vec<Finding> {
 pub(super) fn snapshot_max(inv: &Inventory) -> Result<i64, Finding> {
     let (name, default) = SNAPSHOT_MAX_COUNT;
     inv.setting_int(name).map(|v| v.unwrap_or(default)).map_err(|why| {
-        Finding::new(
-            Check::SnapshotRetention,
+        Check::SnapshotRetention.finding(
             Severity::Error,
             format!("setting/{name}"),
             format!("{why}; snapshot counts not checked"),
@@ -164,8 +157,7 @@ pub fn snapshot_retention(inv: &Inventory) -> Vec<Finding> {
         } else {
             (Severity::Warning, format!("{pct}% of the limit"))
         };
-        out.push(Finding::new(
-            Check::SnapshotRetention,
+        out.push(Check::SnapshotRetention.finding(
             severity,
             format!("volume/{volume}"),
             format!("{volume} has {} ({label}={max}){space}: {tail}", count(t.count, "snapshot")),

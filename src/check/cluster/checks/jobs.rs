@@ -5,10 +5,7 @@ use super::super::finding::{count, some_names, Check, Finding, Severity};
 use super::super::inventory::{
     Inventory, RecurringJobInfo, VolumeInfo, DEFAULT_GROUP, GROUP_LABEL_PREFIX, JOB_LABEL_PREFIX,
 };
-use super::backups::snapshot_max;
-
-/// Names listed in one aggregated finding before "and N more".
-const SHOWN: usize = 5;
+use super::backups::{snapshot_max, SHOWN};
 
 fn is_snapshot_task(task: &str) -> bool {
     matches!(task, "snapshot" | "snapshot-force-create")
@@ -18,9 +15,14 @@ fn is_backup_task(task: &str) -> bool {
     matches!(task, "backup" | "backup-force-create")
 }
 
+/// Snapshot and backup tasks: the ones that make restore points (a trim or cleanup job does not).
+fn makes_restore_points(task: &str) -> bool {
+    is_snapshot_task(task) || is_backup_task(task)
+}
+
 /// Tasks whose `retain` bounds what they keep.
 fn retains(task: &str) -> bool {
-    is_snapshot_task(task) || is_backup_task(task) || task == "snapshot-delete"
+    makes_restore_points(task) || task == "snapshot-delete"
 }
 
 /// True when the job's `retain` is a count Longhorn reads: the count-based policy (empty, the
@@ -37,8 +39,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
             return Vec::new();
         }
         // A snapshot without the kind cannot tell "no jobs" from "not included".
-        return vec![Finding::new(
-            Check::RecurringJobs,
+        return vec![Check::RecurringJobs.finding(
             Severity::Info,
             "recurringjobs",
             "not checked: no RecurringJob objects were read",
@@ -47,9 +48,8 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
     }
     let mut out = Vec::new();
     let jobs = &inv.recurring_jobs;
-    if !jobs.iter().any(|j| is_snapshot_task(&j.spec.task) || is_backup_task(&j.spec.task)) {
-        out.push(Finding::new(
-            Check::RecurringJobs,
+    if !jobs.iter().any(|j| makes_restore_points(&j.spec.task)) {
+        out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "recurringjobs",
             "no recurring snapshot job: volumes get no regular restore points",
@@ -57,8 +57,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         ));
     }
     if !jobs.iter().any(|j| is_backup_task(&j.spec.task)) {
-        out.push(Finding::new(
-            Check::RecurringJobs,
+        out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "recurringjobs",
             "no recurring backup job: nothing is copied off-site on a schedule",
@@ -88,8 +87,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                     "set retain to the number of snapshots or backups to keep (1 or more)",
                 )
             };
-            out.push(Finding::new(
-                Check::RecurringJobs,
+            out.push(Check::RecurringJobs.finding(
                 Severity::Warning,
                 format!("recurringjob/{name}"),
                 text,
@@ -105,8 +103,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                 .filter_map(|(v, _)| Some((volume_max(v, max)?, v.metadata.name.as_str())))
                 .min();
             match tightest {
-                Some((limit, volume)) if limit > 0 && j.spec.retain >= limit => out.push(Finding::new(
-                    Check::RecurringJobs,
+                Some((limit, volume)) if limit > 0 && j.spec.retain >= limit => out.push(Check::RecurringJobs.finding(
                     Severity::Error,
                     format!("recurringjob/{name}"),
                     format!(
@@ -118,8 +115,7 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
                 // It covers no volume now: nothing fails yet, any volume added would.
                 None => {
                     if let Some(limit) = max.filter(|m| *m > 0 && j.spec.retain >= *m) {
-                        out.push(Finding::new(
-                            Check::RecurringJobs,
+                        out.push(Check::RecurringJobs.finding(
                             Severity::Warning,
                             format!("recurringjob/{name}"),
                             format!(
@@ -135,19 +131,13 @@ pub fn recurring_jobs(inv: &Inventory) -> Vec<Finding> {
         }
     }
     out.extend(snapshot_jobs_adding_up(&members, jobs, max));
-    // Only snapshot and backup jobs make restore points (a trim or cleanup job does not).
     let uncovered: Vec<&str> = members
         .iter()
-        .filter(|(_, m)| {
-            !jobs
-                .iter()
-                .any(|j| (is_snapshot_task(&j.spec.task) || is_backup_task(&j.spec.task)) && m.covered_by(j))
-        })
+        .filter(|(_, m)| !jobs.iter().any(|j| makes_restore_points(&j.spec.task) && m.covered_by(j)))
         .map(|(v, _)| v.metadata.name.as_str())
         .collect();
     if !uncovered.is_empty() {
-        out.push(Finding::new(
-            Check::RecurringJobs,
+        out.push(Check::RecurringJobs.finding(
             Severity::Warning,
             "volumes",
             format!(
@@ -175,8 +165,8 @@ fn snapshot_jobs_adding_up(
             is_snapshot_task(&j.spec.task) && retain_is_a_count(&j.spec.retention_policy) && j.spec.retain > 0
         })
         .collect();
-    // (the covering jobs with their retain, the limit) -> the volumes.
-    type Key = (Vec<(String, i64)>, i64);
+    // (the covering jobs with their retain, the limit, the retains' sum) -> the volumes.
+    type Key = (Vec<(String, i64)>, i64, i64);
     let mut by_jobs: std::collections::BTreeMap<Key, Vec<&str>> = Default::default();
     for (v, m) in members {
         let Some(limit) = volume_max(v, max).filter(|l| *l > 0) else { continue };
@@ -188,16 +178,14 @@ fn snapshot_jobs_adding_up(
         let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
         // One job alone at the limit is reported on the job.
         if covering.len() > 1 && sum >= limit && covering.iter().all(|(_, r)| *r < limit) {
-            by_jobs.entry((covering, limit)).or_default().push(v.metadata.name.as_str());
+            by_jobs.entry((covering, limit, sum)).or_default().push(v.metadata.name.as_str());
         }
     }
     by_jobs
         .into_iter()
-        .map(|((covering, limit), volumes)| {
-            let sum: i64 = covering.iter().map(|(_, r)| *r).fold(0, i64::saturating_add);
+        .map(|((covering, limit, sum), volumes)| {
             let parts: Vec<String> = covering.iter().map(|(n, r)| format!("{n} ({r})")).collect();
-            Finding::new(
-                Check::RecurringJobs,
+            Check::RecurringJobs.finding(
                 Severity::Error,
                 "volumes",
                 format!(

@@ -2,7 +2,7 @@
 //! space against the scheduling settings Longhorn applies.
 
 use super::super::finding::{gib, Check, Finding, Severity};
-use super::super::inventory::{DiskSpec, DiskStatus, Inventory};
+use super::super::inventory::{DiskStatus, Inventory};
 use crate::cluster::Condition;
 
 /// Node conditions longhorn-guard reports when not `True`: severity and remedy.
@@ -68,8 +68,7 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
             if c.status == "True" {
                 continue;
             }
-            out.push(Finding::new(
-                Check::NodeConditions,
+            out.push(Check::NodeConditions.finding(
                 severity,
                 format!("node/{name}"),
                 format!("{name}: {type_} is {}{}", status_of(c), detail(c)),
@@ -87,8 +86,7 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
                 ),
             ] {
                 if let Some(c) = status.conditions.iter().find(|c| c.type_ == type_ && c.status != "True") {
-                    out.push(Finding::new(
-                        Check::NodeConditions,
+                    out.push(Check::NodeConditions.finding(
                         severity,
                         format!("node/{name}"),
                         format!("{name} disk {disk}: {what} ({type_} is {}){}", status_of(c), detail(c)),
@@ -105,8 +103,7 @@ pub fn node_conditions(inv: &Inventory) -> Vec<Finding> {
 /// the setting is absent (said in the message).
 fn percent_setting(inv: &Inventory, (name, default): (&str, i64)) -> Result<(i64, String), Finding> {
     match inv.setting_int(name) {
-        Ok(Some(v)) if v < 0 => Err(Finding::new(
-            Check::DiskSpace,
+        Ok(Some(v)) if v < 0 => Err(Check::DiskSpace.finding(
             Severity::Error,
             format!("setting/{name}"),
             format!("setting {name}={v} is negative; disk space not checked"),
@@ -116,8 +113,7 @@ fn percent_setting(inv: &Inventory, (name, default): (&str, i64)) -> Result<(i64
         Ok(None) => {
             Ok((default, format!("{name}={default}% (Longhorn's default; the setting was not read)")))
         }
-        Err(why) => Err(Finding::new(
-            Check::DiskSpace,
+        Err(why) => Err(Check::DiskSpace.finding(
             Severity::Error,
             format!("setting/{name}"),
             format!("{why}; disk space not checked"),
@@ -142,8 +138,8 @@ pub fn disk_space(inv: &Inventory) -> Vec<Finding> {
     for node in &inv.nodes {
         let name = &node.metadata.name;
         for (disk, status) in &node.status.disk_status {
-            let spec = node.spec.disks.get(disk).cloned().unwrap_or_default();
-            out.extend(one_disk(name, disk, status, &spec, (min_pct, &min_text), (over_pct, &over_text)));
+            let reserved = node.spec.disks.get(disk).map_or(0, |d| d.storage_reserved);
+            out.extend(one_disk(name, disk, status, reserved, (min_pct, &min_text), (over_pct, &over_text)));
         }
     }
     out
@@ -153,7 +149,7 @@ fn one_disk(
     node: &str,
     disk: &str,
     st: &DiskStatus,
-    spec: &DiskSpec,
+    reserved: i64,
     (min_pct, min_text): (i64, &str),
     (over_pct, over_text): (i64, &str),
 ) -> Vec<Finding> {
@@ -166,6 +162,7 @@ fn one_disk(
     let avail_pct = i64::try_from(st.storage_available as i128 * 100 / max).unwrap_or(i64::MAX);
     // Longhorn schedules only while available > maximum * minimal% / 100.
     let floor = max * min_pct as i128 / 100;
+    let above = avail_pct.saturating_sub(min_pct);
     let what = format!(
         "{node} disk {disk}: {} available of {} ({avail_pct}%)",
         gib(st.storage_available),
@@ -173,42 +170,34 @@ fn one_disk(
     );
     let remedy = "free space (delete snapshots, move replicas off with disk eviction) or add a disk";
     if (st.storage_available as i128) <= floor {
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Error,
             object.clone(),
             format!("{what}, at or below {min_text}: Longhorn schedules no new replica here"),
             remedy,
         ));
-    } else if avail_pct.saturating_sub(min_pct) < SPACE_WARN_POINTS {
-        out.push(Finding::new(
-            Check::DiskSpace,
+    } else if above < SPACE_WARN_POINTS {
+        out.push(Check::DiskSpace.finding(
             Severity::Warning,
             object.clone(),
             format!(
-                "{what}, {} point{} above {min_text}, where Longhorn stops scheduling replicas",
-                avail_pct.saturating_sub(min_pct),
-                if avail_pct.saturating_sub(min_pct) == 1 { "" } else { "s" }
+                "{what}, {above} point{} above {min_text}, where Longhorn stops scheduling replicas",
+                if above == 1 { "" } else { "s" }
             ),
             remedy,
         ));
     }
     // In i128: any i64 values (a malformed status may hold i64::MIN) neither overflow nor wrap.
-    let limit = (st.storage_maximum as i128 - spec.storage_reserved as i128).max(0) * over_pct as i128 / 100;
+    let limit = (st.storage_maximum as i128 - reserved as i128).max(0) * over_pct as i128 / 100;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     if limit <= 0 {
         // Longhorn places a replica only where size + scheduled <= limit: never here.
         let why = if over_pct <= 0 {
             format!("{over_text} leaves no room")
         } else {
-            format!(
-                "{} reserved of a {} maximum leaves no room",
-                gib(spec.storage_reserved),
-                gib(st.storage_maximum)
-            )
+            format!("{} reserved of a {} maximum leaves no room", gib(reserved), gib(st.storage_maximum))
         };
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Error,
             object,
             format!("{node} disk {disk}: {why}: Longhorn schedules no replica here"),
@@ -221,19 +210,18 @@ fn one_disk(
         "{node} disk {disk}: {} scheduled of a {} limit ({used_pct}%; {over_text} of maximum less {} reserved)",
         gib(st.storage_scheduled),
         gib(limit),
-        gib(spec.storage_reserved)
+        gib(reserved)
     );
     let remedy = "add capacity, or raise storage-over-provisioning-percentage only if actual usage allows";
     if st.storage_scheduled >= limit {
-        out.push(Finding::new(
-            Check::DiskSpace,
+        out.push(Check::DiskSpace.finding(
             Severity::Error,
             object,
             format!("{sched}: Longhorn schedules no new replica here"),
             remedy,
         ));
     } else if used_pct >= SCHEDULED_WARN_PERCENT {
-        out.push(Finding::new(Check::DiskSpace, Severity::Warning, object, sched, remedy));
+        out.push(Check::DiskSpace.finding(Severity::Warning, object, sched, remedy));
     }
     out
 }

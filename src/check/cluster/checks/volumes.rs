@@ -58,7 +58,7 @@ fn from_decision(object: String, min: u32, d: Result<Decision, crate::policy::Ru
     let strip = |s: &str| s.strip_prefix(PREFIX).unwrap_or(s).to_string();
     let f = |severity, message: String| {
         let remedy = replica_remedy(&message, min);
-        Finding::new(Check::ReplicaCount, severity, object.clone(), message, remedy)
+        Check::ReplicaCount.finding(severity, object.clone(), message, remedy)
     };
     match d {
         Err(e) => vec![f(Severity::Error, format!("cannot be read: {e}"))],
@@ -73,36 +73,28 @@ fn from_decision(object: String, min: u32, d: Result<Decision, crate::policy::Ru
 /// `replica-count`: the replica rules over every Volume, StorageClass and the
 /// `default-replica-count` Setting, each asked as the webhook asks it.
 pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<Finding> {
-    let min = policy.replicas.minimum;
-    let mut out = Vec::new();
-    for s in inv.setting_objects.iter().filter(|s| {
+    let settings = inv.setting_objects.iter().filter(|s| {
         s.pointer("/metadata/name").and_then(Value::as_str) == Some(replicas::DEFAULT_REPLICA_COUNT)
-    }) {
+    });
+    let settings = settings.map(|s| {
         let req = create("longhorn.io", "v1beta2", "Setting", "settings", s.clone());
-        out.extend(from_decision(
-            format!("setting/{}", replicas::DEFAULT_REPLICA_COUNT),
-            min,
-            policy::decide(&req, view, policy, now),
-        ));
-    }
-    for sc in &inv.storage_classes {
+        (format!("setting/{}", replicas::DEFAULT_REPLICA_COUNT), req)
+    });
+    let classes = inv.storage_classes.iter().map(|sc| {
         let name = sc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
         let req = create("storage.k8s.io", "v1", "StorageClass", "storageclasses", sc.clone());
-        out.extend(from_decision(
-            format!("storageclass/{name}"),
-            min,
-            policy::decide(&req, view, policy, now),
-        ));
-    }
-    for v in &inv.volumes {
+        (format!("storageclass/{name}"), req)
+    });
+    let volumes = inv.volumes.iter().map(|v| {
         let req = create("longhorn.io", "v1beta2", "Volume", "volumes", volume_object(v));
-        out.extend(from_decision(
-            format!("volume/{}", v.metadata.name),
-            min,
-            policy::decide(&req, view, policy, now),
-        ));
-    }
-    out
+        (format!("volume/{}", v.metadata.name), req)
+    });
+    let min = policy.replicas.minimum;
+    settings
+        .chain(classes)
+        .chain(volumes)
+        .flat_map(|(object, req)| from_decision(object, min, policy::decide(&req, view, policy, now)))
+        .collect()
 }
 
 /// `volume-health`: degraded and faulted volumes, and stalled rebuilds with the
@@ -113,8 +105,7 @@ pub fn volume_health(inv: &Inventory, view: &ClusterView, policy: &Policy, now: 
         let name = &v.metadata.name;
         let object = format!("volume/{name}");
         match v.status.robustness.as_str() {
-            "faulted" => out.push(Finding::new(
-                Check::VolumeHealth,
+            "faulted" => out.push(Check::VolumeHealth.finding(
                 Severity::Error,
                 object,
                 format!(
@@ -123,8 +114,7 @@ pub fn volume_health(inv: &Inventory, view: &ClusterView, policy: &Policy, now: 
                 ),
                 "salvage it from Longhorn's UI (Volume > Salvage) or restore it from a backup",
             )),
-            "degraded" => out.push(Finding::new(
-                Check::VolumeHealth,
+            "degraded" => out.push(Check::VolumeHealth.finding(
                 Severity::Warning,
                 object,
                 format!(
@@ -169,8 +159,7 @@ fn stalled(view: &ClusterView, s: &StalledRebuild, network: &str) -> Finding {
             "check the engine's and instance managers' logs; restart the rebuild if it stays".to_string(),
         )
     };
-    Finding::new(
-        Check::VolumeHealth,
+    Check::VolumeHealth.finding(
         Severity::Error,
         format!("volume/{}", s.volume),
         format!("{}: rebuild of {who} stuck at {}% since {since}{hint}", s.volume, s.progress),
@@ -188,16 +177,14 @@ pub fn settings(inv: &Inventory, policy: &Policy) -> Vec<Finding> {
                 DrainAction::Enforce => "longhorn-guard (drain.action=enforce) is the only protection",
                 _ => "and longhorn-guard's drain.action is not enforce: nothing blocks them",
             };
-            out.push(Finding::new(
-                Check::Settings,
+            out.push(Check::Settings.finding(
                 if policy.drain.action == DrainAction::Enforce { Severity::Warning } else { Severity::Error },
                 "setting/node-drain-policy",
                 format!("node-drain-policy=always-allow: Longhorn lets drains take a volume's last replica; {ours}"),
                 "set node-drain-policy to block-if-contains-last-replica",
             ));
         }
-        Some("allow-if-replica-is-stopped") => out.push(Finding::new(
-            Check::Settings,
+        Some("allow-if-replica-is-stopped") => out.push(Check::Settings.finding(
             Severity::Info,
             "setting/node-drain-policy",
             "node-drain-policy=allow-if-replica-is-stopped: Longhorn lets drains take the last replica of detached volumes",
@@ -209,16 +196,14 @@ pub fn settings(inv: &Inventory, policy: &Policy) -> Vec<Finding> {
         let valid =
             net.split_once('/').is_some_and(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'));
         if !valid {
-            out.push(Finding::new(
-                Check::Settings,
+            out.push(Check::Settings.finding(
                 Severity::Error,
                 "setting/storage-network",
                 format!("storage-network={net:?} is not <namespace>/<name>"),
                 "set it to the NetworkAttachmentDefinition as <namespace>/<name>, or empty",
             ));
         } else if !policy.gate.enabled {
-            out.push(Finding::new(
-                Check::Settings,
+            out.push(Check::Settings.finding(
                 Severity::Warning,
                 "setting/storage-network",
                 format!("storage-network={net} and gate.enabled=false: an instance manager that starts before Multus falls back to the pod IP"),
@@ -228,8 +213,7 @@ pub fn settings(inv: &Inventory, policy: &Policy) -> Vec<Finding> {
     }
     let soft = get("replica-soft-anti-affinity");
     if let Some(v) = soft.filter(|v| crate::policy::replicas::go_bool(v) == Some(true)) {
-        out.push(Finding::new(
-            Check::Settings,
+        out.push(Check::Settings.finding(
             Severity::Warning,
             "setting/replica-soft-anti-affinity",
             format!("replica-soft-anti-affinity={v}: replicas of a volume may share a node, and one drain takes them together"),
@@ -269,16 +253,14 @@ pub fn drain_readiness(
             .collect();
         counts.push(NodeReadiness { node: node.to_string(), blocking: blocking.len() });
         findings.push(if blocking.is_empty() {
-            Finding::new(
-                Check::DrainReadiness,
+            Check::DrainReadiness.finding(
                 Severity::Info,
                 format!("node/{node}"),
                 format!("{node}: can be drained now"),
                 "",
             )
         } else {
-            Finding::new(
-                Check::DrainReadiness,
+            Check::DrainReadiness.finding(
                 Severity::Warning,
                 format!("node/{node}"),
                 format!(
