@@ -137,8 +137,7 @@ pub(super) fn classify(
 }
 
 /// Builds a target from kind, name, line key, resource and object.
-type MakeTarget<'a> =
-    dyn Fn(&str, String, Option<&str>, (&'static str, &'static str), Value) -> Target + 'a;
+type MakeTarget<'a> = dyn Fn(&str, String, Option<&str>, (&'static str, &'static str), Value) -> Target + 'a;
 
 /// A Longhorn Helm values file: `defaultSettings.*` and `persistence.defaultClassReplicaCount`.
 fn helm_values(
