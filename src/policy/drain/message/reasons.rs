@@ -76,14 +76,11 @@ impl serde::Serialize for Override {
 
 impl Display for Override {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Volume { volume, reason } => {
-                write!(f, "volume {volume} annotation {ALLOW_DRAIN_ANNOTATION}: {reason}")
-            }
-            Self::Node { node, reason } => {
-                write!(f, "node {node} annotation {ALLOW_DRAIN_ANNOTATION}: {reason}")
-            }
-        }
+        let (what, name, reason) = match self {
+            Self::Volume { volume, reason } => ("volume", volume, reason),
+            Self::Node { node, reason } => ("node", node, reason),
+        };
+        write!(f, "{what} {name} annotation {ALLOW_DRAIN_ANNOTATION}: {reason}")
     }
 }
 
