@@ -144,7 +144,7 @@ async fn run_plan(args: &DrainArgs, policy: &Policy) -> ExitCode {
 }
 
 /// Prints `text` and exits with `code`; with 2 (bad input) when stdout cannot be written.
-fn print_and(command: &str, code: u8, text: &str) -> ExitCode {
+pub(crate) fn print_and(command: &str, code: u8, text: &str) -> ExitCode {
     if let Err(e) = crate::output::stdout(text) {
         return bad_input(command, &e);
     }

@@ -43,22 +43,9 @@ pub async fn run(args: ReviewArgs) -> ExitCode {
     let admitter = Admitter::new(view, policy, None);
     match admitter.admit(args.webhook, &body, Duration::from_secs(5)).await {
         Ok(admitted) => {
-            let text = format!(
-                "{}\n",
-                serde_json::to_string_pretty(&crate::admission::response_review(
-                    &admitted.request.uid,
-                    &admitted.decision
-                ))
-                .unwrap_or_default()
-            );
-            if let Err(e) = crate::output::stdout(&text) {
-                return bad_input("review", &e);
-            }
-            if admitted.decision.allowed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+            let review = crate::admission::response_review(&admitted.request.uid, &admitted.decision);
+            let text = format!("{}\n", serde_json::to_string_pretty(&review).unwrap_or_default());
+            crate::check::print_and("review", u8::from(!admitted.decision.allowed), &text)
         }
         Err(e) => bad_input("review", &e.to_string()),
     }

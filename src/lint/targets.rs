@@ -70,7 +70,7 @@ pub(super) fn classify(
     let kind = str_at(v, "/kind");
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
     let name = str_at(v, "/metadata/name").to_string();
-    let base = |kind: &str, name: String, key: Option<String>, resource, object: Value| Target {
+    let base = |kind: &str, name: String, key: Option<&str>, resource, object: Value| Target {
         path: input.path.clone(),
         input: i,
         first: doc.first,
@@ -78,7 +78,7 @@ pub(super) fn classify(
         anchor: anchor.clone(),
         kind: kind.to_string(),
         name,
-        key,
+        key: key.map(str::to_string),
         resource,
         object,
     };
@@ -103,19 +103,10 @@ pub(super) fn classify(
                 let text = str_at(v, "/data/default-setting.yaml");
                 match crate::yaml::from_str::<Value>(text) {
                     Ok(Value::Object(map)) => {
-                        for (setting, value) in map {
-                            if ["default-replica-count", "node-drain-policy", "storage-network"]
-                                .contains(&setting.as_str())
-                            {
-                                let value = scalar_string(&value);
-                                targets.push(base(
-                                    "Setting",
-                                    setting.clone(),
-                                    Some(setting.clone()),
-                                    SETTINGS,
-                                    synthetic_setting(&setting, &value),
-                                ));
-                            }
+                        let read = ["default-replica-count", "node-drain-policy", "storage-network"];
+                        for (setting, value) in map.into_iter().filter(|(s, _)| read.contains(&s.as_str())) {
+                            let object = synthetic_setting(&setting, &scalar_string(&value));
+                            targets.push(base("Setting", setting.clone(), Some(&setting), SETTINGS, object));
                         }
                     }
                     Ok(Value::Null) => {}
@@ -130,13 +121,8 @@ pub(super) fn classify(
                     Ok(docs) => {
                         for sc in docs.into_iter().filter(|d| str_at(d, "/kind") == "StorageClass") {
                             let sc_name = str_at(&sc, "/metadata/name").to_string();
-                            targets.push(base(
-                                "StorageClass",
-                                sc_name,
-                                Some("numberOfReplicas".into()),
-                                STORAGE_CLASSES,
-                                sc,
-                            ));
+                            let key = Some("numberOfReplicas");
+                            targets.push(base("StorageClass", sc_name, key, STORAGE_CLASSES, sc));
                         }
                     }
                     Err(e) => error(format!("data.storageclass.yaml: {}", crate::yaml::message(&e))),
@@ -151,8 +137,7 @@ pub(super) fn classify(
 }
 
 /// Builds a target from kind, name, line key, resource and object.
-type MakeTarget<'a> =
-    dyn Fn(&str, String, Option<String>, (&'static str, &'static str), Value) -> Target + 'a;
+type MakeTarget<'a> = dyn Fn(&str, String, Option<&str>, (&'static str, &'static str), Value) -> Target + 'a;
 
 /// A Longhorn Helm values file: `defaultSettings.*` and `persistence.defaultClassReplicaCount`.
 fn helm_values(
@@ -191,7 +176,7 @@ fn helm_values(
             });
         }
         let object = synthetic_setting(setting, &scalar_string(value));
-        targets.push(base("HelmValues", name, Some(key.to_string()), SETTINGS, object));
+        targets.push(base("HelmValues", name, Some(key), SETTINGS, object));
     }
     if let Some(n) = persistence.and_then(|p| p.get("defaultClassReplicaCount")).filter(|x| !x.is_null()) {
         let object = json!({
@@ -201,13 +186,8 @@ fn helm_values(
             "provisioner": crate::policy::replicas::LONGHORN_PROVISIONER,
             "parameters": {"numberOfReplicas": scalar_string(n)},
         });
-        targets.push(base(
-            "HelmValues",
-            "persistence.defaultClassReplicaCount".into(),
-            Some("defaultClassReplicaCount".into()),
-            STORAGE_CLASSES,
-            object,
-        ));
+        let (name, key) = ("persistence.defaultClassReplicaCount", "defaultClassReplicaCount");
+        targets.push(base("HelmValues", name.into(), Some(key), STORAGE_CLASSES, object));
     }
 }
 

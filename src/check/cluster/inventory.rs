@@ -237,19 +237,13 @@ impl Inventory {
                     self.settings.insert(name.to_string(), value.to_string());
                     self.setting_objects.push(item.clone());
                 }
-                "BackupTarget" => {
-                    self.backup_targets.push(BackupTargetInfo::deserialize(item)?);
-                    self.read.insert("BackupTarget");
-                }
-                "RecurringJob" => {
-                    self.recurring_jobs.push(RecurringJobInfo::deserialize(item)?);
-                    self.read.insert("RecurringJob");
-                }
-                "Snapshot" => {
-                    self.add_snapshot(SnapshotItem::deserialize(item)?);
-                    self.read.insert("Snapshot");
-                }
+                "BackupTarget" => self.backup_targets.push(BackupTargetInfo::deserialize(item)?),
+                "RecurringJob" => self.recurring_jobs.push(RecurringJobInfo::deserialize(item)?),
+                "Snapshot" => self.add_snapshot(SnapshotItem::deserialize(item)?),
                 _ => {}
+            }
+            if let Some(k) = ["BackupTarget", "RecurringJob", "Snapshot"].into_iter().find(|k| *k == kind) {
+                self.read.insert(k);
             }
         } else if api_version == "storage.k8s.io/v1" && kind == "StorageClass" {
             self.storage_classes.push(item.clone());

@@ -6,9 +6,7 @@ use kube::core::ObjectList;
 use serde_json::Value;
 
 use super::Scene;
-
-/// Items per page.
-const PAGE: u32 = 500;
+use crate::check::cluster::live::PAGE;
 
 /// Reads the node's pods and the cluster's budgets into a [`Scene`].
 pub async fn read_scene(client: &kube::Client, node: &str) -> Result<Scene, String> {

@@ -36,11 +36,8 @@ impl Derived for RebuildMarks {
         self.0.retain(|(e, addr), _| e != engine || new.status.rebuild_status.contains_key(addr));
         for (addr, rs) in &new.status.rebuild_status {
             let key = (engine.to_string(), addr.to_string());
-            match self.0.get(&key) {
-                Some(mark) if mark.progress == rs.progress => {}
-                _ => {
-                    self.0.insert(key, ProgressMark { progress: rs.progress, since: now });
-                }
+            if self.0.get(&key).is_none_or(|mark| mark.progress != rs.progress) {
+                self.0.insert(key, ProgressMark { progress: rs.progress, since: now });
             }
         }
     }

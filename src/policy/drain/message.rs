@@ -34,13 +34,8 @@ pub fn reason_for(code: u16) -> &'static str {
     }
 }
 
-/// `1 volume` / `2 volumes`.
-pub fn volumes(n: usize) -> String {
-    count(n, "volume")
-}
-
 /// `1 engine instance` / `2 engine instances` that no known volume owns.
-pub fn unmapped(n: usize) -> String {
+fn unmapped(n: usize) -> String {
     format!("{} no known volume owns", count(n, "engine instance"))
 }
 
@@ -48,9 +43,9 @@ pub fn unmapped(n: usize) -> String {
 /// known volume owns`, or `stop 1 engine instance no known volume owns`.
 pub fn impact(volume_count: usize, unmapped_count: usize) -> String {
     match (volume_count, unmapped_count) {
-        (v, 0) => format!("strand {}", volumes(v)),
+        (v, 0) => format!("strand {}", count(v, "volume")),
         (0, u) => format!("stop {}", unmapped(u)),
-        (v, u) => format!("strand {} and stop {}", volumes(v), unmapped(u)),
+        (v, u) => format!("strand {} and stop {}", count(v, "volume"), unmapped(u)),
     }
 }
 
@@ -58,9 +53,9 @@ pub fn impact(volume_count: usize, unmapped_count: usize) -> String {
 /// owns`.
 pub fn waits_for(volume_count: usize, unmapped_count: usize) -> String {
     match (volume_count, unmapped_count) {
-        (v, 0) => volumes(v),
+        (v, 0) => count(v, "volume"),
         (0, u) => unmapped(u),
-        (v, u) => format!("{} and {}", volumes(v), unmapped(u)),
+        (v, u) => format!("{} and {}", count(v, "volume"), unmapped(u)),
     }
 }
 
@@ -189,11 +184,6 @@ mod tests {
 
     #[test]
     fn volume_counts_read_naturally() {
-        assert_eq!(volumes(1), "1 volume");
-        assert_eq!(volumes(0), "0 volumes");
-        assert_eq!(volumes(7), "7 volumes");
-        assert_eq!(unmapped(1), "1 engine instance no known volume owns");
-        assert_eq!(unmapped(3), "3 engine instances no known volume owns");
         assert_eq!(impact(2, 0), "strand 2 volumes");
         assert_eq!(impact(0, 1), "stop 1 engine instance no known volume owns");
         assert_eq!(impact(1, 2), "strand 1 volume and stop 2 engine instances no known volume owns");

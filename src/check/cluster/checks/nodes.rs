@@ -126,14 +126,11 @@ fn percent_setting(inv: &Inventory, (name, default): (&str, i64)) -> Result<(i64
 /// (Longhorn stops scheduling replicas there) and scheduled space against
 /// `storage-over-provisioning-percentage` of (maximum - reserved).
 pub fn disk_space(inv: &Inventory) -> Vec<Finding> {
-    let (min_pct, min_text) = match percent_setting(inv, MINIMAL_AVAILABLE) {
-        Ok(v) => v,
-        Err(f) => return vec![f],
-    };
-    let (over_pct, over_text) = match percent_setting(inv, OVER_PROVISIONING) {
-        Ok(v) => v,
-        Err(f) => return vec![f],
-    };
+    let ((min_pct, min_text), (over_pct, over_text)) =
+        match (percent_setting(inv, MINIMAL_AVAILABLE), percent_setting(inv, OVER_PROVISIONING)) {
+            (Ok(min), Ok(over)) => (min, over),
+            (Err(f), _) | (_, Err(f)) => return vec![f],
+        };
     let mut out = Vec::new();
     for node in &inv.nodes {
         let name = &node.metadata.name;

@@ -134,11 +134,6 @@ impl NodeAnalysis {
         self.volumes.iter().filter(|v| v.verdict == Verdict::Block)
     }
 
-    /// Volumes that would block but are overridden.
-    pub fn overridden(&self) -> impl Iterator<Item = &VolumeReport> {
-        self.volumes.iter().filter(|v| v.verdict == Verdict::Overridden)
-    }
-
     /// Unmapped instance-manager entries that block the drain.
     pub fn blocking_unmapped(&self) -> impl Iterator<Item = &UnmappedInstance> {
         self.unmapped_instances.iter().filter(|u| !u.overridden)

@@ -114,14 +114,11 @@ impl<'a> Assessment<'a> {
         self.facts.iter().any(|f| f.protecting)
     }
 
-    fn stranded(&self, protect_stopped: bool) -> bool {
-        !self.protected() && self.at_risk(protect_stopped).next().is_some()
-    }
-
     /// The verdict before any override: block when an engine runs on the node or its data
     /// there has no protecting copy.
     pub(super) fn verdict(&self, protect_stopped: bool) -> Verdict {
-        if self.attached_here.is_some() || self.stranded(protect_stopped) {
+        let stranded = || !self.protected() && self.at_risk(protect_stopped).next().is_some();
+        if self.attached_here.is_some() || stranded() {
             Verdict::Block
         } else {
             Verdict::Safe
@@ -223,16 +220,10 @@ impl<'a> Assessment<'a> {
         let protect_stopped = policy.drain.protect_stopped_replicas;
         let at_risk: Vec<&ReplicaFacts> = self.at_risk(protect_stopped).collect();
         let stranded = !at_risk.is_empty() && !self.protected();
-        let (mut verdict, reason, remedy) = match &self.attached_here {
-            Some(how) => {
-                let (reason, remedy) = self.attached_reason(how, stranded, &at_risk);
-                (Verdict::Block, reason, remedy)
-            }
-            None if stranded => {
-                let (reason, remedy) = stranded_reason(self.node, self.vol, &self.facts, &at_risk);
-                (Verdict::Block, reason, remedy)
-            }
-            None => (Verdict::Safe, self.safe_reason(), Remedy::None),
+        let (mut verdict, (reason, remedy)) = match &self.attached_here {
+            Some(how) => (Verdict::Block, self.attached_reason(how, stranded, &at_risk)),
+            None if stranded => (Verdict::Block, stranded_reason(self.node, self.vol, &self.facts, &at_risk)),
+            None => (Verdict::Safe, (self.safe_reason(), Remedy::None)),
         };
         let overridden = (verdict == Verdict::Block)
             .then(|| volume_override(self.vol, self.volume).or_else(|| node_override.cloned()))

@@ -36,11 +36,8 @@ pub(super) fn stranded_reason(
     let number = vol.map(|v| v.spec.number_of_replicas);
     let detached = vol.is_some_and(|v| v.status.state == "detached");
     let healthy_here = at_risk.iter().filter(|f| is_available_healthy(f.replica)).count();
-    // A healthy replica elsewhere that cannot vouch only because its own node is being drained:
-    // the one on the node is not the last healthy one.
-    let healthy_elsewhere = healthy_on_draining_node(others.iter().copied());
     let lead = match (healthy_here, at_risk) {
-        _ if healthy_elsewhere => Lead::NoOtherCanProtect,
+        _ if healthy_on_draining_node(others.iter().copied()) => Lead::NoOtherCanProtect,
         (1, _) => Lead::LastHealthy,
         (h, _) if h > 1 => Lead::AllHealthy(h),
         (_, [one]) => Lead::OnlyCopy { state: one.state() },

@@ -251,12 +251,4 @@ mod tests {
         assert_eq!(sels[0].0.to_string(), "longhornvolume in (ok,v.1_2)");
         assert_eq!(sels[0].1, 2);
     }
-
-    #[test]
-    fn query_values_are_encoded() {
-        assert_eq!(encode_query_value("longhornnode=node-1"), "longhornnode%3Dnode-1");
-        assert_eq!(encode_query_value("longhornvolume in (a,b)"), "longhornvolume+in+(a,b)");
-        assert_eq!(encode_query_value("longhorn.io/component=x"), "longhorn.io%2Fcomponent%3Dx");
-        assert_eq!(encode_query_value("longhornnode!=n"), "longhornnode%21%3Dn");
-    }
 }

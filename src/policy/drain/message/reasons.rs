@@ -76,14 +76,11 @@ impl serde::Serialize for Override {
 
 impl Display for Override {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Volume { volume, reason } => {
-                write!(f, "volume {volume} annotation {ALLOW_DRAIN_ANNOTATION}: {reason}")
-            }
-            Self::Node { node, reason } => {
-                write!(f, "node {node} annotation {ALLOW_DRAIN_ANNOTATION}: {reason}")
-            }
-        }
+        let (what, name, reason) = match self {
+            Self::Volume { volume, reason } => ("volume", volume, reason),
+            Self::Node { node, reason } => ("node", node, reason),
+        };
+        write!(f, "{what} {name} annotation {ALLOW_DRAIN_ANNOTATION}: {reason}")
     }
 }
 
@@ -157,18 +154,15 @@ impl Display for Reason {
                     Rest::Alone { replicas: 1, number: Some(1) } => {
                         f.write_str("1 replica (numberOfReplicas=1)")
                     }
-                    Rest::Alone { replicas: 1, number: Some(nr) } => {
-                        write!(f, "{lead}; no other replica exists (numberOfReplicas={nr})")
-                    }
-                    Rest::Alone { replicas: 1, number: None } => write!(f, "{lead}; no other replica exists"),
-                    Rest::Alone { replicas, number: Some(nr) } => {
-                        write!(
-                            f,
-                            "{lead}; all {replicas} of its replicas are on {node} (numberOfReplicas={nr})"
-                        )
-                    }
-                    Rest::Alone { replicas, number: None } => {
-                        write!(f, "{lead}; all {replicas} of its replicas are on {node}")
+                    Rest::Alone { replicas, number } => {
+                        match replicas {
+                            1 => write!(f, "{lead}; no other replica exists")?,
+                            n => write!(f, "{lead}; all {n} of its replicas are on {node}")?,
+                        }
+                        match number {
+                            Some(nr) => write!(f, " (numberOfReplicas={nr})"),
+                            None => Ok(()),
+                        }
                     }
                     Rest::Elsewhere { clauses, hidden } => {
                         write!(f, "{lead}")?;
