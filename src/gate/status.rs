@@ -42,25 +42,20 @@ pub struct Found {
 /// What is still missing for the storage network to be usable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Missing {
-    /// Neither the API server nor the downward-API file could be read.
     #[error("the pod's annotations could not be read ({reason})")]
     Unreadable { reason: String },
-    /// Neither status annotation is set: Multus has not handled this pod.
     #[error(
         "annotation {NETWORK_STATUS_ANNOTATION} is absent (and legacy {LEGACY_NETWORK_STATUS_ANNOTATION} too): \
          Multus has not attached this pod's networks"
     )]
     AnnotationAbsent,
-    /// The status annotation is not a JSON list of network statuses.
     #[error("annotation {key} is not a JSON list of network statuses: {error}")]
     Malformed { key: &'static str, error: String },
-    /// The status does not list the network (an entry without a name shows as `""`).
+    /// An entry without a name shows as `""`.
     #[error("network {network} is not listed in annotation {key} (listed: {})", listed_names(listed))]
     NotListed { network: String, key: &'static str, listed: Vec<String> },
-    /// The network is listed without an IP.
     #[error("network {network} is listed in annotation {key} with no IP")]
     NoIp { network: String, key: &'static str },
-    /// The interface does not exist in the pod's network namespace.
     #[error(
         "interface {interface} of network {network} does not exist in the pod (/sys/class/net/{interface} is missing)"
     )]
