@@ -251,21 +251,13 @@ pub(super) mod tests {
 
     #[test]
     fn resource_label_takes_only_handled_resources() {
-        let (m, _certs) = metrics();
+        // That such a request adds no label value: it/server_reliability.rs
+        // a_one_mebibyte_request_field_makes_no_log_line_over_2_kb.
         for r in RESOURCE_LABELS {
             assert_eq!(resource_label(r), r);
         }
-        for junk in ["pods/exec", "secrets", "x\"y", &"v".repeat(1 << 20)] {
+        for junk in ["pods/exec", "secrets", "x\"y"] {
             assert_eq!(resource_label(junk), "other");
-            m.admission("validate", junk, "CREATE", "allow", Duration::ZERO);
         }
-        m.admission("validate", "pods/eviction", "CREATE", "deny", Duration::ZERO);
-        let text = render(&m);
-        let values: std::collections::BTreeSet<&str> = text
-            .lines()
-            .filter(|l| l.starts_with("longhorn_guard_admission_requests_total{"))
-            .filter_map(|l| l.split("resource=\"").nth(1)?.split('"').next())
-            .collect();
-        assert_eq!(values, ["other", "pods/eviction"].into_iter().collect());
     }
 }
