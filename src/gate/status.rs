@@ -158,16 +158,13 @@ fn shown_wait(waited: Duration) -> Duration {
 mod tests {
     use super::*;
     use crate::gate::kubelet_file::parse_kubelet_map;
+    use crate::gate::networks::tests::net;
     use crate::gate::networks::{parse_networks, NETWORKS_ANNOTATION};
     use serde_json::json;
 
     fn fixture(path: &str) -> serde_json::Value {
         let full = format!("{}/../shared/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
         serde_json::from_str(&std::fs::read_to_string(full).unwrap()).unwrap()
-    }
-
-    fn net(ns: &str, name: &str, iface: Option<&str>) -> ExpectedNetwork {
-        ExpectedNetwork { namespace: ns.into(), name: name.into(), interface: iface.map(Into::into) }
     }
 
     #[test]
