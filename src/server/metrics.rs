@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::exposition::register;
+use crate::exposition::{register, Labels};
 
 pub use super::view_gauges::ScrapeGauges;
 
@@ -34,9 +34,6 @@ pub const RESOURCE_LABELS: [&str; 6] = [
 pub fn resource_label(resource: &str) -> &'static str {
     RESOURCE_LABELS.iter().find(|r| **r == resource).copied().unwrap_or("other")
 }
-
-/// A label set of `N` fixed names and values.
-type Labels<const N: usize> = [(&'static str, &'static str); N];
 
 /// The server's metrics, in the one registry `/metrics` encodes: its own counters, the
 /// API-request statistics ([`crate::cluster::stats`]), the certificate reloads, and the

@@ -57,7 +57,7 @@ pub struct Readiness {
     ready: Gauge,
     unproven_since: Gauge<f64, AtomicU64>,
     /// `to`, `reason`.
-    flips: Family<[(&'static str, &'static str); 2], Counter>,
+    flips: Family<crate::exposition::Labels<2>, Counter>,
 }
 
 impl Readiness {
