@@ -48,22 +48,16 @@ pub struct Metrics {
     /// `code`: HTTP status of requests answered with an error.
     http_errors: Family<[(&'static str, u16); 1], Counter>,
     in_flight: Gauge,
-    /// Server-side connection and failure counters.
     pub server: std::sync::Arc<ServerCounters>,
 }
 
-/// Connection and failure counters of the server itself.
+/// Connection and failure counters of the server itself (each metric's help says what it counts).
 #[derive(Debug, Default)]
 pub struct ServerCounters {
-    /// Requests whose decision panicked (answered 500).
     pub panics: Counter,
-    /// Connections open now.
     pub connections_open: Gauge,
-    /// Idle connections closed to make room at `--max-connections`.
     pub connections_evicted: Counter,
-    /// Failed `accept` calls (e.g. out of file descriptors).
     pub accept_errors: Counter,
-    /// Connections whose TLS handshake failed (including plaintext HTTP on the TLS port).
     pub tls_handshake_errors: Counter,
 }
 
