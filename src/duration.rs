@@ -1,5 +1,4 @@
-//! The one duration codec: how longhorn-guard reads durations (`30s`, `2m30s`, Go's `1m0s`)
-//! and writes them (policy style `2m30s`, coarse `37m` for messages).
+//! Durations as messages print them, coarse (`37m`).
 
 use std::fmt;
 use std::time::Duration;

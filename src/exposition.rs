@@ -10,6 +10,9 @@ use prometheus_client::registry::Registry;
 
 pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
+/// A label set of `N` fixed names and values.
+pub type Labels<const N: usize> = [(&'static str, &'static str); N];
+
 /// Appends `collector`'s metric families to `out` in the Prometheus text format.
 pub fn append(out: &mut String, collector: impl Collector) {
     let mut registry = Registry::default();

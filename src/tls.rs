@@ -54,7 +54,7 @@ impl TlsFiles {
 #[derive(Debug)]
 pub struct ReloadStats {
     /// `result` (`success`, `error`) -> reload attempts, both shown from the start.
-    pub reloads: Family<[(&'static str, &'static str); 1], Counter>,
+    pub reloads: Family<crate::exposition::Labels<1>, Counter>,
     /// `notAfter` of the served leaf certificate, seconds since the Unix epoch (0: unknown).
     pub not_after: AtomicI64,
 }

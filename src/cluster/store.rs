@@ -69,7 +69,13 @@ impl ClusterView {
     /// from its first object on.
     pub fn derive(mut self, mut derived: Derivations, now: SystemTime) -> Self {
         for d in &mut derived.0 {
-            self.each_object(&mut |change| d.apply(&self, change, now));
+            for kind in ObjectKind::ALL {
+                on_kind!(kind, K => {
+                    for (name, o) in K::store(&self.stores).iter() {
+                        d.apply(&self, K::change(Diff { name, old: None, new: Some(o) }), now);
+                    }
+                })
+            }
             d.flush(&self);
         }
         self.derived.0.append(&mut derived.0);
@@ -155,17 +161,6 @@ impl ClusterView {
         let old = K::store_mut(&mut self.stores).remove(namespace, name)?;
         K::index(&mut self.builtin, &old.meta().name.clone().unwrap_or_default(), &old, false);
         Some(old)
-    }
-
-    /// Every object the view holds, as a change from nothing.
-    fn each_object(&self, f: &mut dyn FnMut(Change<'_>)) {
-        for kind in ObjectKind::ALL {
-            on_kind!(kind, K => {
-                for (name, o) in K::store(&self.stores).iter() {
-                    f(K::change(Diff { name, old: None, new: Some(o) }));
-                }
-            })
-        }
     }
 
     /// The store of kind `K`: its objects by name (and namespace).

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeMap;
 
-/// Parses the downward-API annotations file as the kubelet writes it: one `key="value"` per line,
-/// keys sorted, values quoted like Go's `%q` (`strconv.Quote`).
+/// The annotations of the file's text.
 pub fn parse_kubelet_map(text: &str) -> Result<BTreeMap<String, String>, String> {
     let mut map = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {

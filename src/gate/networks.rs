@@ -165,10 +165,10 @@ pub fn valid_interface_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn net(ns: &str, name: &str, iface: Option<&str>) -> ExpectedNetwork {
+    pub(in crate::gate) fn net(ns: &str, name: &str, iface: Option<&str>) -> ExpectedNetwork {
         ExpectedNetwork { namespace: ns.into(), name: name.into(), interface: iface.map(Into::into) }
     }
 

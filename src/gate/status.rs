@@ -42,25 +42,20 @@ pub struct Found {
 /// What is still missing for the storage network to be usable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Missing {
-    /// Neither the API server nor the downward-API file could be read.
     #[error("the pod's annotations could not be read ({reason})")]
     Unreadable { reason: String },
-    /// Neither status annotation is set: Multus has not handled this pod.
     #[error(
         "annotation {NETWORK_STATUS_ANNOTATION} is absent (and legacy {LEGACY_NETWORK_STATUS_ANNOTATION} too): \
          Multus has not attached this pod's networks"
     )]
     AnnotationAbsent,
-    /// The status annotation is not a JSON list of network statuses.
     #[error("annotation {key} is not a JSON list of network statuses: {error}")]
     Malformed { key: &'static str, error: String },
-    /// The status does not list the network (an entry without a name shows as `""`).
+    /// An entry without a name shows as `""`.
     #[error("network {network} is not listed in annotation {key} (listed: {})", listed_names(listed))]
     NotListed { network: String, key: &'static str, listed: Vec<String> },
-    /// The network is listed without an IP.
     #[error("network {network} is listed in annotation {key} with no IP")]
     NoIp { network: String, key: &'static str },
-    /// The interface does not exist in the pod's network namespace.
     #[error(
         "interface {interface} of network {network} does not exist in the pod (/sys/class/net/{interface} is missing)"
     )]
@@ -163,16 +158,13 @@ fn shown_wait(waited: Duration) -> Duration {
 mod tests {
     use super::*;
     use crate::gate::kubelet_file::parse_kubelet_map;
+    use crate::gate::networks::tests::net;
     use crate::gate::networks::{parse_networks, NETWORKS_ANNOTATION};
     use serde_json::json;
 
     fn fixture(path: &str) -> serde_json::Value {
         let full = format!("{}/../shared/fixtures/{path}", env!("CARGO_MANIFEST_DIR"));
         serde_json::from_str(&std::fs::read_to_string(full).unwrap()).unwrap()
-    }
-
-    fn net(ns: &str, name: &str, iface: Option<&str>) -> ExpectedNetwork {
-        ExpectedNetwork { namespace: ns.into(), name: name.into(), interface: iface.map(Into::into) }
     }
 
     #[test]

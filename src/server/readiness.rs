@@ -57,7 +57,7 @@ pub struct Readiness {
     ready: Gauge,
     unproven_since: Gauge<f64, AtomicU64>,
     /// `to`, `reason`.
-    flips: Family<[(&'static str, &'static str); 2], Counter>,
+    flips: Family<crate::exposition::Labels<2>, Counter>,
 }
 
 impl Readiness {
@@ -157,16 +157,8 @@ impl Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::watch::tests::synced;
     use crate::cluster::{ObjectKind, Source};
-
-    fn synced(now: SystemTime) -> ClusterView {
-        let mut v = ClusterView::new(Source::Watch);
-        for kind in ObjectKind::ALL {
-            v.replace_kind(kind, Vec::new(), now);
-        }
-        v.mark_synced();
-        v
-    }
 
     const RULE: Rule =
         Rule { unready_after: Duration::from_secs(10), max_view_age: Duration::from_secs(5), by_age: true };

@@ -126,19 +126,13 @@ async fn webhook(app: Arc<AppState>, kind: WebhookKind, req: Request) -> Respons
 /// before the API server gives up. (Gap: tower-http's `TimeoutLayer` answers an empty 408 at one
 /// fixed deadline; this follows the API server's `?timeout=`, and the 503 says why.)
 pub fn request_deadline(configured: Duration, query: Option<&str>) -> Duration {
-    let Some(api) = query
-        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("timeout=")).and_then(parse_go_duration))
-    else {
+    let timeout = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("timeout=")));
+    // A Go `time.Duration` as the API server writes it (`10s`, `1m30s`); a bare number is not one.
+    let Some(api) = timeout.filter(|t| *t != "0").and_then(|t| humantime::parse_duration(t).ok()) else {
         return configured;
     };
     let margin = (api / 5).min(Duration::from_secs(2));
     configured.min(api.saturating_sub(margin))
-}
-
-/// A Go `time.Duration` string as the API server writes it (`10s`, `1m30s`, `500ms`); a bare
-/// number is not one.
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    humantime::parse_duration(s).ok().filter(|_| s != "0")
 }
 
 async fn healthz() -> Response {
@@ -250,24 +244,17 @@ mod tests {
     }
 
     #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("10s"), Some(Duration::from_secs(10)));
-        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_go_duration("10"), None);
-        assert_eq!(parse_go_duration("0"), None);
-        assert_eq!(parse_go_duration("x"), None);
-        assert_eq!(parse_go_duration(""), None);
-    }
-
-    #[test]
     fn deadline_honours_a_shorter_api_server_timeout() {
         let eight = Duration::from_secs(8);
         assert_eq!(request_deadline(eight, None), eight);
         assert_eq!(request_deadline(eight, Some("timeout=10s")), eight);
         assert_eq!(request_deadline(eight, Some("timeout=30s")), eight);
         assert_eq!(request_deadline(eight, Some("a=b&timeout=5s")), Duration::from_secs(4));
-        assert_eq!(request_deadline(eight, Some("timeout=bogus")), eight);
+        assert_eq!(request_deadline(eight, Some("timeout=1m30s")), eight);
+        assert_eq!(request_deadline(eight, Some("timeout=500ms")), Duration::from_millis(400));
+        assert_eq!(request_deadline(eight, Some("timeout=1.5s")), Duration::from_millis(1200));
+        for not_go in ["bogus", "", "0", "3"] {
+            assert_eq!(request_deadline(eight, Some(&format!("timeout={not_go}"))), eight, "{not_go}");
+        }
     }
 }

@@ -59,6 +59,7 @@ mod tests {
     #[serde(default, rename_all = "camelCase")]
     struct Status {
         workloads_status: Workloads,
+        last_pod_ref_at: PodsGone,
     }
 
     fn read(json: &str) -> Workloads {
@@ -81,15 +82,9 @@ mod tests {
 
     #[test]
     fn pods_kept_as_history_are_no_pod_now() {
-        #[derive(Deserialize, Default)]
-        #[serde(default, rename_all = "camelCase")]
-        struct Ks {
-            workloads_status: Workloads,
-            last_pod_ref_at: PodsGone,
-        }
         let no_pod = |json: &str| {
-            let ks: Ks = serde_json::from_str(json).unwrap();
-            lists_no_pod(ks.workloads_status, ks.last_pod_ref_at)
+            let st: Status = serde_json::from_str(json).unwrap();
+            lists_no_pod(st.workloads_status, st.last_pod_ref_at)
         };
         let listed = r#""workloadsStatus": [{"podName": "redis-0", "podStatus": "Running"}]"#;
         assert!(!no_pod(&format!(r#"{{{listed}, "lastPodRefAt": ""}}"#)));

@@ -10,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::exposition::register;
+use crate::exposition::{register, Labels};
 
 use super::readset::RESOURCES;
 use super::ObjectKind;
@@ -64,9 +64,6 @@ impl WatchFault {
         }
     }
 }
-
-/// A label set of `N` fixed names and values.
-type Labels<const N: usize> = [(&'static str, &'static str); N];
 
 /// API request, watch error and confirmation counters: prometheus-client metrics, shared with
 /// the registry `/metrics` encodes ([`ApiStats::register`]).

@@ -238,4 +238,4 @@ fn readable(kind: ObjectKind, item: Item) -> Result<Object, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

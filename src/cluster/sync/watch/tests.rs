@@ -15,7 +15,7 @@ fn replica(name: &str, node: &str) -> Object {
 }
 
 /// A watch view whose every kind was listed, empty, at `at`.
-fn synced(at: SystemTime) -> ClusterView {
+pub(crate) fn synced(at: SystemTime) -> ClusterView {
     let mut v = ClusterView::new(Source::Watch);
     for kind in ObjectKind::ALL {
         v.replace_kind(kind, Vec::new(), at);
