@@ -322,6 +322,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn bad_bodies_have_one_line_reasons() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "request body is empty"),
+            (b"{\"kind\":", "request body is not JSON"),
+            (b"[1,2]", "not an AdmissionReview: expected a JSON object, found an array"),
+            (b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\"}", "has no request"),
+            (b"{\"apiVersion\":\"admission.k8s.io/v1beta1\",\"kind\":\"AdmissionReview\",\"request\":{}}", "not supported"),
+            (
+                b"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":5}}",
+                "malformed: invalid type: integer `5`, expected a string",
+            ),
+        ];
+        for (body, want) in cases {
+            let err = parse_review(body).unwrap_err().to_string();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+            assert!(!err.contains('\n'), "{err:?}");
+        }
+    }
+
+    #[test]
     fn an_embedded_object_reads_as_its_value() {
         let fixture =
             concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/admission/eviction-create.json");

@@ -97,6 +97,21 @@ mod tests {
     use serde_json::{json, Value};
 
     #[test]
+    fn patch_is_base64_of_the_json_array() {
+        let patch: json_patch::Patch =
+            serde_json::from_value(json!([{"op": "add", "path": "/metadata/labels", "value": {}}])).unwrap();
+        let d = Decision::patched(patch);
+        let r = serde_json::to_value(response_review("u-1", &d)).unwrap();
+        assert_eq!(r["response"]["patchType"], "JSONPatch");
+        // base64 of exactly `[{"op":"add","path":"/metadata/labels","value":{}}]`
+        assert_eq!(
+            r["response"]["patch"],
+            "W3sib3AiOiJhZGQiLCJwYXRoIjoiL21ldGFkYXRhL2xhYmVscyIsInZhbHVlIjp7fX1d"
+        );
+        assert_eq!(r["response"]["uid"], "u-1");
+    }
+
+    #[test]
     fn empty_patch_sets_no_patch_type() {
         let d = Decision::patched(json_patch::Patch(vec![]));
         let r = serde_json::to_value(response_review("u", &d)).unwrap();

@@ -247,12 +247,39 @@ mod tests {
         let stepped = Freshness { monotonic_age: Some(Duration::from_secs(60)), ..f.clone() };
         assert_eq!(stepped.age(now), Some(Duration::ZERO));
         assert!(!stepped.is_fresh(now, bound));
-        // A snapshot is the truth however long ago it was loaded, once synced.
+        // A snapshot is the truth however long ago it was loaded.
         let mut snap = ClusterView::new(Source::Snapshot("s".into()));
         snap.touch(now);
-        assert!(!snap.is_fresh(now, bound), "not synced");
         snap.mark_synced();
         assert_eq!(snap.freshness().monotonic_age, None);
-        assert!(snap.is_fresh(now + Duration::from_secs(3600), bound));
+    }
+
+    #[test]
+    fn the_view_answers_is_fresh_as_its_freshness_does() {
+        let now = SystemTime::now();
+        let bound = Duration::from_secs(5);
+        let agree = |v: &ClusterView, at: SystemTime| {
+            assert_eq!(v.is_fresh(at, bound), v.freshness().is_fresh(at, bound), "{:?}", v.freshness());
+            v.is_fresh(at, bound)
+        };
+        let mut v = ClusterView::new(Source::Watch);
+        assert!(!agree(&v, now), "nothing yet");
+        v.touch_kind(ObjectKind::ALL[0], now);
+        v.mark_synced();
+        assert!(!agree(&v, now), "one kind only");
+        v.touch(now);
+        assert!(agree(&v, now));
+        assert!(!agree(&v, now + Duration::from_secs(6)), "old by the wall clock");
+        v.note_unreadable(ObjectKind::ALL[1], "odd");
+        assert!(!agree(&v, now));
+        v.clear_unreadable(ObjectKind::ALL[1], "odd");
+        assert!(agree(&v, now));
+        v.note_watch_failed(ObjectKind::ALL[2]);
+        assert!(!agree(&v, now));
+        let mut snap = ClusterView::new(Source::Snapshot("s".into()));
+        snap.touch(now - Duration::from_secs(3600));
+        assert!(!agree(&snap, now), "not synced");
+        snap.mark_synced();
+        assert!(agree(&snap, now), "a snapshot is the truth");
     }
 }
