@@ -250,7 +250,10 @@ mod tests {
         assert_eq!(request_deadline(eight, Some("timeout=10s")), eight);
         assert_eq!(request_deadline(eight, Some("timeout=30s")), eight);
         assert_eq!(request_deadline(eight, Some("a=b&timeout=5s")), Duration::from_secs(4));
-        assert_eq!(request_deadline(eight, Some("timeout=1m30s")), eight);
+        // Parsed, not fallen back to the configured deadline: a longer one shows the margin.
+        let long = Duration::from_secs(200);
+        assert_eq!(request_deadline(long, Some("timeout=10s")), eight);
+        assert_eq!(request_deadline(long, Some("timeout=1m30s")), Duration::from_secs(88));
         assert_eq!(request_deadline(eight, Some("timeout=500ms")), Duration::from_millis(400));
         assert_eq!(request_deadline(eight, Some("timeout=1.5s")), Duration::from_millis(1200));
         for not_go in ["bogus", "", "0", "3"] {

@@ -665,6 +665,26 @@ fn a_malformed_object_is_an_error_under_its_check_and_the_rest_is_checked() {
     assert_eq!(of(&r, Check::DrainReadiness).len(), of(&quiet, Check::DrainReadiness).len());
 }
 
+/// Fields no check reads are still typed: a Longhorn Node or RecurringJob with a malformed one
+/// is unreadable, as it is with a malformed field that a check reads.
+#[test]
+fn a_malformed_field_no_check_reads_still_makes_its_object_unreadable() {
+    type Edit = fn(&mut Value);
+    let cases: [(&str, &str, &str, Edit); 3] = [
+        ("Node", "Longhorn Node", "n1", |i| i["spec"]["disks"]["disk-1"]["path"] = json!(5)),
+        ("Node", "Longhorn Node", "n2", |i| i["spec"]["disks"]["disk-1"]["allowScheduling"] = json!("yes")),
+        ("RecurringJob", "RecurringJob", "daily-snap", |i| i["spec"]["cron"] = json!(5)),
+    ];
+    for (kind, said, name, edit) in cases {
+        let r = quiet_with(|d| edit(item(d, kind, name)));
+        let unread = format!(
+            "1 {said} could not be read and was left out of this check: {name}; {name}: invalid type"
+        );
+        assert!(r.findings.iter().any(|f| f.message.starts_with(&unread)), "{kind} {name}: {:?}", r.findings);
+        assert_eq!(r.exit_code(), 1, "{kind} {name}");
+    }
+}
+
 #[test]
 fn an_empty_file_or_one_that_is_no_snapshot_exits_2() {
     let dir = tempfile::tempdir().unwrap();

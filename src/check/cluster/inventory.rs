@@ -48,7 +48,11 @@ pub struct NodeSpec {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct DiskSpec {
+    /// Not checked, read so that a disk with a malformed value makes its Node unreadable.
+    pub allow_scheduling: bool,
     pub storage_reserved: i64,
+    /// As `allow_scheduling`.
+    pub path: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -138,6 +142,8 @@ pub type RecurringJobInfo = Item<RecurringJobSpec>;
 pub struct RecurringJobSpec {
     pub task: String,
     pub groups: Vec<String>,
+    /// Not checked, read so that a malformed value makes the job unreadable.
+    pub cron: String,
     pub retain: i64,
     /// `count-based` (default) or `age-based` (Longhorn 1.11+), where `retain` is not read.
     pub retention_policy: String,
