@@ -66,8 +66,11 @@ impl ClusterView {
 
     /// The view keeping `derived` current from now on, each told of every object the view
     /// holds as new (dated `now`), then flushed: the same state as if the view had held them
-    /// from its first object on.
+    /// from its first object on. A state of a type the view keeps already is dropped: that one
+    /// is current, and a second would double every update.
     pub fn derive(mut self, mut derived: Derivations, now: SystemTime) -> Self {
+        let type_of = |d: &dyn Derived| (d as &dyn std::any::Any).type_id();
+        derived.0.retain(|d| !self.derived.0.iter().any(|kept| type_of(&**kept) == type_of(&**d)));
         for d in &mut derived.0 {
             for kind in ObjectKind::ALL {
                 on_kind!(kind, K => {
