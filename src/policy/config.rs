@@ -96,6 +96,31 @@ pub struct DrainPolicy {
     pub reuse_current_kinds: bool,
     /// Blocking volumes named in one message before "and N more" [5].
     pub max_listed_volumes: usize,
+    /// Users whose DELETEs of instance-manager pods, Longhorn's instance-manager budgets and
+    /// InstanceManagers are never refused: exact usernames, no groups [`DEFAULT_TRUSTED_USERS`].
+    /// Written with no entries: nobody.
+    #[serde(deserialize_with = "or_default")]
+    pub trusted_users: Vec<String>,
+}
+
+/// The identities that delete Longhorn's instance-manager pods, budgets and InstanceManagers
+/// as part of Longhorn's own work (docs/policy.md says why each): Longhorn's ServiceAccount, and
+/// the controllers of kube-controller-manager that act for an owner or a Node already gone, or
+/// a namespace being deleted (each runs as its own ServiceAccount under
+/// `--use-service-account-credentials`). The webhooks' matchConditions list the same names.
+pub const DEFAULT_TRUSTED_USERS: [&str; 5] = [
+    "system:serviceaccount:longhorn-system:longhorn-service-account",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+    "system:serviceaccount:kube-system:pod-garbage-collector",
+    "system:serviceaccount:kube-system:node-controller",
+    "system:serviceaccount:kube-system:namespace-controller",
+];
+
+impl DrainPolicy {
+    /// True when `user` is one of `drain.trustedUsers`.
+    pub fn trusts(&self, user: &str) -> bool {
+        self.trusted_users.iter().any(|t| t == user)
+    }
 }
 
 impl Default for DrainPolicy {
@@ -108,6 +133,7 @@ impl Default for DrainPolicy {
             max_view_age: Duration::from_secs(5),
             reuse_current_kinds: false,
             max_listed_volumes: 5,
+            trusted_users: DEFAULT_TRUSTED_USERS.map(String::from).to_vec(),
         }
     }
 }
@@ -218,6 +244,16 @@ impl Policy {
         }
         if self.drain.stall_after > MAX_STALL_AFTER {
             return Err(format!("drain.stallAfter must be at most 7d, got {}", show(self.drain.stall_after)));
+        }
+        if let Some(bad) = self
+            .drain
+            .trusted_users
+            .iter()
+            .find(|u| u.trim() != u.as_str() || u.is_empty() || u.contains('*'))
+        {
+            return Err(format!(
+                "drain.trustedUsers holds {bad:?}: each entry is one exact username (no blanks, no wildcards)"
+            ));
         }
         if self.drain.max_view_age > MAX_VIEW_AGE {
             return Err(format!(

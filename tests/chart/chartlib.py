@@ -152,6 +152,11 @@ def key(obj: Obj) -> tuple[str, str, str]:
     return (obj["kind"], meta.get("namespace", ""), meta["name"])
 
 
+def base_policy() -> Obj:
+    """manifests/base/policy.yaml, parsed: the policy kustomize installs."""
+    return helm.values_from_yaml((MANIFESTS / "base" / "policy.yaml").read_text())
+
+
 def policy_text(objs: list[Obj]) -> str:
     cms = [o for o in kinds(objs, "ConfigMap") if POLICY_NAME.match(o["metadata"]["name"])]
     assert len(cms) == 1, [o["metadata"]["name"] for o in cms]

@@ -7,6 +7,7 @@ import base64
 import pytest
 
 from chartlib import (
+    base_policy,
     container,
     find,
     kinds,
@@ -19,6 +20,8 @@ import helm_python as helm
 
 DIGEST = "sha256:" + "ab" * 32
 CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
+# drain.trustedUsers as the base policy file lists them (the chart's default is the same list).
+TRUSTED = base_policy()["drain"]["trustedUsers"]
 
 
 def policy(objs):
@@ -235,6 +238,7 @@ def test_custom_policy_is_the_configmap_and_rolls_the_pods(chart):
             "maxViewAge": "10s",
             "reuseCurrentKinds": True,
             "maxListedVolumes": 10,
+            "trustedUsers": ["system:serviceaccount:ops:cleaner"],
         },
         "replicas": {
             "minimum": 2,
@@ -257,5 +261,5 @@ def test_custom_policy_is_the_configmap_and_rolls_the_pods(chart):
 
 def test_policy_keys_merge_with_the_defaults(chart):
     got = policy(render(chart, {"policy": {"drain": {"maxViewAge": "10s"}}}))
-    assert got["drain"] == {"action": "enforce", "denyCode": 429, "maxViewAge": "10s"}
+    assert got["drain"] == {"action": "enforce", "denyCode": 429, "maxViewAge": "10s", "trustedUsers": TRUSTED}
     assert got["replicas"] == {"minimum": 3, "action": "warn"}

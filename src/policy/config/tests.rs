@@ -80,6 +80,28 @@ fn a_minimums_map_with_every_entry_commented_out_means_none() {
 }
 
 #[test]
+fn trusted_users_are_exact_names_defaulting_to_longhorns_and_the_controllers() {
+    let d = Policy::default();
+    assert_eq!(d.drain.trusted_users, DEFAULT_TRUSTED_USERS);
+    assert!(d.drain.trusts("system:serviceaccount:longhorn-system:longhorn-service-account"));
+    // Exact names: no group, no prefix, no other namespace's account of the same name.
+    for other in [
+        "system:serviceaccounts:kube-system",
+        "kubernetes-admin",
+        "system:serviceaccount:kube-system:node-controller2",
+    ] {
+        assert!(!d.drain.trusts(other), "{other}");
+    }
+    let p = Policy::parse("drain:\n  trustedUsers: [system:serviceaccount:ops:cleaner]\n").unwrap();
+    assert_eq!(p.drain.trusted_users, ["system:serviceaccount:ops:cleaner"]);
+    assert!(!p.drain.trusts("system:serviceaccount:kube-system:generic-garbage-collector"));
+    // The key with its entries commented out trusts nobody, as `[]` does.
+    for text in ["drain:\n  trustedUsers:\n  # - x\n", "drain:\n  trustedUsers: []\n"] {
+        assert!(Policy::parse(text).unwrap().drain.trusted_users.is_empty(), "{text:?}");
+    }
+}
+
+#[test]
 fn unknown_fields_and_bad_values_are_errors() {
     for (text, want) in [
         ("drain:\n  acton: warn\n", "unknown field"),
@@ -98,6 +120,13 @@ fn unknown_fields_and_bad_values_are_errors() {
             "replicas.storageClassMinimums.x must be 1..20 (Longhorn's replica range), got -1",
         ),
         ("replicas:\n  namespaceMinimums: {prod: 0}\n", "replicas.namespaceMinimums.prod must be 1..20"),
+        (
+            "drain:\n  trustedUsers: [\"system:serviceaccount:kube-system:*\"]\n",
+            "one exact username (no blanks, no wildcards)",
+        ),
+        ("drain:\n  trustedUsers: [\" admin\"]\n", "drain.trustedUsers holds \" admin\""),
+        ("drain:\n  trustedUsers: [\"\"]\n", "drain.trustedUsers holds \"\""),
+        ("drain:\n  trustedUsers: admin\n", "expected sequence"),
     ] {
         let err = Policy::parse(text).unwrap_err();
         assert!(err.contains(want), "{text:?}: {err}");
