@@ -5,6 +5,7 @@
 
 mod analysis;
 mod blockers;
+mod budget;
 pub mod confirm;
 mod index;
 mod instances;
@@ -20,6 +21,7 @@ pub use analysis::{
     StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use blockers::Blockers;
+pub use budget::{budget_node, budget_verdict, is_instance_manager_budget, match_label, BudgetVerdict};
 pub use index::DrainIndex;
 pub use marks::RebuildMarks;
 

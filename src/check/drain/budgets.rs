@@ -53,11 +53,6 @@ impl Budget {
         selector::text(self.pdb.spec.as_ref().and_then(|s| s.selector.as_ref()))
     }
 
-    /// A `matchLabels` value of its selector.
-    pub fn match_label(&self, key: &str) -> Option<&str> {
-        self.pdb.spec.as_ref()?.selector.as_ref()?.match_labels.as_ref()?.get(key).map(String::as_str)
-    }
-
     pub fn counts(&self) -> Counts {
         let s = self.pdb.status.as_ref();
         Counts {

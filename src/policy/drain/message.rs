@@ -10,6 +10,7 @@ use crate::policy::Policy;
 use super::analysis::Explained;
 use super::instances::UnmappedInstance;
 
+pub mod budget;
 pub mod reasons;
 
 /// The machine reason for a denial code, as the Kubernetes API names it.
