@@ -106,12 +106,11 @@ impl Admitter {
         now: SystemTime,
         deadline: Duration,
     ) -> Decision {
-        // A node deletion is confirmed as an eviction is; its denial says what was asked.
-        let deleting = request.resource.resource == "nodes";
+        // Deletions are confirmed as an eviction is; a denial says what was asked.
         let Some(confirmer) = self.confirmer.as_ref() else {
             return policy::drain::unconfirmed(
+                request,
                 node,
-                deleting,
                 "no API client is configured to confirm it",
                 &self.policy,
             );
@@ -122,9 +121,8 @@ impl Admitter {
         let margin = (deadline / 10).max(Duration::from_millis(100));
         let budget = deadline.saturating_sub(margin).min(self.confirm_timeout.unwrap_or(Duration::MAX));
         let started = Instant::now();
-        let failed = |why: &str| {
-            (policy::drain::unconfirmed(node, deleting, why, &self.policy), ConfirmResult::Failed)
-        };
+        let failed =
+            |why: &str| (policy::drain::unconfirmed(request, node, why, &self.policy), ConfirmResult::Failed);
         // The confirmer keeps to `budget` itself (and says why it could not); this timeout,
         // half the margin later, only stops one that does not.
         let backstop = budget + margin / 2;

@@ -58,8 +58,9 @@ pub struct Decision {
     pub status: Option<DenyStatus>,
     pub warnings: Vec<String>,
     pub patch: Option<json_patch::Patch>,
-    /// Which rule decided: `drain`, `cordon`, `node-delete`, `replicas`, `settings`,
-    /// `init-gate`, `bad-request` or `none`.
+    /// Which rule decided: `drain` (also an instance-manager pod's deletion), `cordon`,
+    /// `node-delete`, `instance-manager-delete`, `budget-delete`, `trusted` (a deletion by one
+    /// of `drain.trustedUsers`), `replicas`, `settings`, `init-gate`, `bad-request` or `none`.
     pub rule: &'static str,
     pub details: Details,
     /// Set by the drain rule when an allow rests on view data older than the freshness
@@ -167,6 +168,27 @@ pub fn clip(s: &str, max: usize) -> String {
     out
 }
 
+/// `s` in lines of at most `max` characters, cut at spaces (a word longer than `max` is
+/// clipped). Newlines become spaces.
+pub fn wrap(s: &str, max: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in s.split([' ', '\n', '\r']).filter(|w| !w.is_empty()) {
+        let (have, more) = (line.chars().count(), word.chars().count());
+        if have > 0 && have + 1 + more > max {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines.into_iter().map(|l| clip(&l, max)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +200,22 @@ mod tests {
         assert_eq!(d.warnings.len(), MAX_WARNINGS);
         assert!(d.warnings.iter().all(|w| w.chars().count() <= MAX_WARNING_LEN));
         assert_eq!(d.warnings.last().unwrap(), "... and 13 more warnings (see the longhorn-guard log)");
+    }
+
+    #[test]
+    fn wrapped_lines_keep_every_word_in_order() {
+        let text = "Longhorn's budget for instance manager im-1, stale: that instance manager is gone;\nLonghorn deletes it";
+        for max in [10, 20, 37, 120] {
+            let lines = wrap(text, max);
+            assert!(lines.iter().all(|l| l.chars().count() <= max), "{max}: {lines:?}");
+            assert_eq!(lines.join(" "), text.replace('\n', " "), "{max}");
+            // Each break is needed: the next word would not have fit.
+            for pair in lines.windows(2) {
+                let next = pair[1].split(' ').next().unwrap();
+                assert!(pair[0].chars().count() + 1 + next.chars().count() > max, "{max}: {pair:?}");
+            }
+        }
+        assert_eq!(wrap("a-very-long-word b", 6), ["a-v...", "b"]);
+        assert!(wrap(" \n ", 10).is_empty());
     }
 }

@@ -1,12 +1,15 @@
-//! The drain guard: evictions of instance-manager pods, node deletions and cordons.
+//! The drain guard: evictions of instance-manager pods, node deletions and cordons, and the
+//! deletions that stop a node's instance managers as a drain does ([`deletes`]: instance-manager
+//! pods, InstanceManagers, Longhorn's instance-manager budgets).
 //!
-//! All three read the same [`analyze_node`] result (as does `longhorn-guard check drain`),
-//! so a denial, a cordon warning and the preflight report always say the same thing.
+//! All read the same [`analyze_node`] result (as does `longhorn-guard check drain`), so a
+//! denial, a cordon warning and the preflight report always say the same thing.
 
 mod analysis;
 mod blockers;
 mod budget;
 pub mod confirm;
+mod deletes;
 mod index;
 mod instances;
 mod marks;
@@ -22,6 +25,7 @@ pub use analysis::{
 };
 pub use blockers::Blockers;
 pub use budget::{budget_node, budget_verdict, is_instance_manager_budget, match_label, BudgetVerdict};
+pub use deletes::{budget_delete, instance_manager_delete, pod_delete};
 pub use index::DrainIndex;
 pub use marks::RebuildMarks;
 
@@ -44,17 +48,33 @@ use crate::policy::{DrainAction, Policy, RuleError};
 /// What is being done to the node, for messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Act {
-    /// An instance-manager pod eviction (`kubectl drain`).
+    /// An instance-manager pod eviction (`kubectl drain`), or its deletion.
     Drain,
     /// Deleting the Kubernetes Node object.
     Delete,
+    /// Deleting an InstanceManager (Longhorn then deletes its pod).
+    InstanceManager,
+    /// Deleting one of Longhorn's instance-manager budgets.
+    Budget,
 }
 
 impl Act {
+    /// What `req` does to a node: the act its rule decides.
+    fn of(req: &AdmissionRequest) -> Self {
+        match req.resource.resource.as_str() {
+            "nodes" => Self::Delete,
+            "instancemanagers" => Self::InstanceManager,
+            "poddisruptionbudgets" => Self::Budget,
+            _ => Self::Drain,
+        }
+    }
+
     fn phrase(self, node: &str) -> String {
         match self {
             Self::Drain => format!("draining {node}"),
             Self::Delete => format!("deleting node {node}"),
+            Self::InstanceManager => format!("deleting {node}'s instance manager"),
+            Self::Budget => format!("deleting {node}'s instance-manager budget"),
         }
     }
 
@@ -62,6 +82,8 @@ impl Act {
         match self {
             Self::Drain => "drain",
             Self::Delete => "node-delete",
+            Self::InstanceManager => "instance-manager-delete",
+            Self::Budget => "budget-delete",
         }
     }
 }
@@ -325,10 +347,11 @@ pub fn node_update(
     d
 }
 
-/// The denial for an eviction (or, `deleting`, a node deletion) whose allow could not be
-/// confirmed with fresh data.
-pub fn unconfirmed(node: &str, deleting: bool, why: &str, policy: &Policy) -> Decision {
-    let act = if deleting { Act::Delete } else { Act::Drain };
+/// The denial for `req` (an eviction, or a deletion of a node, an instance-manager pod, an
+/// InstanceManager or one of Longhorn's budgets) whose allow on `node` could not be confirmed
+/// with fresh data.
+pub fn unconfirmed(req: &AdmissionRequest, node: &str, why: &str, policy: &Policy) -> Decision {
+    let act = Act::of(req);
     let action = act.phrase(node);
     let mut d =
         deny(policy, format!("longhorn-guard: could not confirm that {action} is safe ({why}); retry later"))

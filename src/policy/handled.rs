@@ -9,7 +9,9 @@ use serde::Deserialize;
 
 use super::{drain, object, old_object, replicas, settings, typed, Policy, RuleError};
 use crate::admission::{AdmissionRequest, Operation};
-use crate::cluster::{ClusterView, Meta, Node, Setting, StorageClass, Volume};
+use crate::cluster::{
+    ClusterView, InstanceManager, Meta, Node, Pod, PodDisruptionBudget, Setting, StorageClass, Volume,
+};
 use crate::decision::Decision;
 
 /// `policy/v1` Eviction: the rule reads the pod's name from the request, so only its
@@ -25,6 +27,13 @@ pub struct Eviction {
 pub enum Handled {
     /// `pods/eviction` CREATE.
     Eviction(Eviction),
+    /// Core `pods` DELETE: the pod is in `oldObject` (whatever `options` say: a dry run,
+    /// `gracePeriodSeconds: 0`).
+    PodDelete { old: Pod },
+    /// `instancemanagers.longhorn.io` DELETE: the instance manager is in `oldObject`.
+    InstanceManagerDelete { old: InstanceManager },
+    /// `poddisruptionbudgets.policy` DELETE: the budget is in `oldObject`.
+    BudgetDelete { old: PodDisruptionBudget },
     /// Core `nodes` DELETE: the node is in `oldObject`.
     NodeDelete { old: Node },
     /// Core `nodes` UPDATE.
@@ -60,6 +69,9 @@ impl Handled {
         let res = &req.resource;
         Ok(Some(match (res.group.as_str(), res.resource.as_str(), req.sub_resource(), req.operation) {
             ("", "pods", "eviction", Create) => Self::Eviction(new(req)?),
+            ("", "pods", "", Delete) => Self::PodDelete { old: old(req)? },
+            ("longhorn.io", "instancemanagers", "", Delete) => Self::InstanceManagerDelete { old: old(req)? },
+            ("policy", "poddisruptionbudgets", "", Delete) => Self::BudgetDelete { old: old(req)? },
             ("", "nodes", "", Delete) => Self::NodeDelete { old: old(req)? },
             ("", "nodes", "", Update) => Self::NodeUpdate { new: new(req)?, old: old(req)? },
             ("longhorn.io", "settings", "", Create | Update) => {
@@ -83,6 +95,11 @@ impl Handled {
     ) -> Result<Decision, RuleError> {
         match self {
             Self::Eviction(_) => drain::eviction(req, view, policy, now),
+            Self::PodDelete { old } => drain::pod_delete(req, old, view, policy, now),
+            Self::InstanceManagerDelete { old } => {
+                drain::instance_manager_delete(req, old, view, policy, now)
+            }
+            Self::BudgetDelete { old } => drain::budget_delete(req, old, view, policy, now),
             Self::NodeDelete { old } => drain::node_delete(req, old, view, policy, now),
             Self::NodeUpdate { new, old } => Ok(drain::node_update(req, new, old, view, policy, now)),
             Self::Setting { new, old } => Ok(settings::setting(req, new, old.as_ref(), policy)),

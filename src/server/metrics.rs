@@ -21,10 +21,12 @@ pub const DURATION_BUCKETS: [f64; 16] =
 /// The `resource` label values: the resources the shipped webhook configurations send
 /// (manifests/base/webhooks). Anything else is counted as `other`, so a request cannot add
 /// label values.
-pub const RESOURCE_LABELS: [&str; 6] = [
+pub const RESOURCE_LABELS: [&str; 8] = [
     "pods",
     "pods/eviction",
     "nodes",
+    "instancemanagers.longhorn.io",
+    "poddisruptionbudgets.policy",
     "volumes.longhorn.io",
     "settings.longhorn.io",
     "storageclasses.storage.k8s.io",

@@ -163,7 +163,32 @@ fn admission_seeds() -> Vec<Value> {
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     names.sort();
-    names.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect()
+    let mut seeds: Vec<Value> =
+        names.iter().map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()).collect();
+    // The deletes no capture holds, built as the tests of it::drain_deletes build them.
+    let snapshot: Value =
+        serde_json::from_str(&read(&format!("{FIXTURES}/cluster/snapshot-three-nodes.json"))).unwrap();
+    let pod = snapshot["items"].as_array().unwrap().iter().find(|o| o["kind"] == "Pod").unwrap();
+    let budget: Value =
+        serde_json::from_str(&read(&format!("{FIXTURES}/longhorn/pdb-instance-manager.json"))).unwrap();
+    let im: Value =
+        serde_json::from_str(&read(&format!("{FIXTURES}/longhorn/instancemanager.json"))).unwrap();
+    seeds.push(crate::support::delete_of("", "v1", "pods", pod, "kubernetes-admin"));
+    seeds.push(crate::support::delete_of(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        &budget,
+        "kubernetes-admin",
+    ));
+    seeds.push(crate::support::delete_of(
+        "longhorn.io",
+        "v1beta2",
+        "instancemanagers",
+        &im,
+        "kubernetes-admin",
+    ));
+    seeds
 }
 
 fn view() -> SharedView {

@@ -18,6 +18,7 @@ mod confirm_reads;
 mod demo;
 mod drain;
 mod drain_confirm;
+mod drain_deletes;
 mod drain_doctor;
 mod drain_index;
 mod drain_plan;

@@ -132,11 +132,17 @@ fn more(n: usize, node: &str) -> String {
 ///
 /// `action` is e.g. `draining node-1` or `deleting node node-1`.
 pub fn deny_message(action: &str, node: &str, listing: Listing, policy: &Policy) -> String {
+    let head =
+        format_args!("longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
+    denial(head, node, listing, policy)
+}
+
+/// A denial message: `head`, then the lines of [`deny_message`].
+pub fn denial(head: impl Display, node: &str, listing: Listing, policy: &Policy) -> String {
     let max = listed_in_denial(policy);
     // One buffer for the whole message (writing into a String cannot fail).
     let mut out = String::with_capacity(256 * (2 + max.min(listing.total())));
-    let _ =
-        write!(out, "longhorn-guard: {action} would {}:", impact(listing.volumes, listing.unmapped.len()));
+    let _ = write!(out, "{head}");
     for item in listing.items(max) {
         let _ = write!(out, "\n- {item}");
     }

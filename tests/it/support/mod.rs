@@ -316,6 +316,35 @@ pub fn eviction_of(name: &str) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap()
 }
 
+/// A DELETE of `old` (whose kind has the API group, version and plural given) by `user`: no
+/// pod, budget or InstanceManager DELETE was captured, so this is the captured `kubectl delete
+/// node` review (`admission/node-delete.json`: operation DELETE, `object` null, `options` a
+/// DeleteOptions) with the resource, kind, name and namespace of `old`, `old` as its
+/// `oldObject`, and a uid of its own.
+pub fn delete_of(
+    group: &str,
+    version: &str,
+    plural: &str,
+    old: &serde_json::Value,
+    user: &str,
+) -> serde_json::Value {
+    use serde_json::json;
+    let mut review = shared_json("admission/node-delete.json");
+    let r = &mut review["request"];
+    let kind = json!({"group": group, "version": version, "kind": old["kind"]});
+    let resource = json!({"group": group, "version": version, "resource": plural});
+    r["kind"] = kind.clone();
+    r["requestKind"] = kind;
+    r["resource"] = resource.clone();
+    r["requestResource"] = resource;
+    r["name"] = old["metadata"]["name"].clone();
+    r["namespace"] = old["metadata"]["namespace"].clone();
+    r["oldObject"] = old.clone();
+    r["userInfo"]["username"] = json!(user);
+    r["uid"] = json!(format!("delete-{plural}-{}-{user}", old["metadata"]["name"].as_str().unwrap_or("")));
+    review
+}
+
 /// POSTs the eviction of pod `name` ([`eviction_of`]) to `server`'s `/validate`, checks the
 /// AdmissionReview that comes back, and returns its `response`.
 pub async fn evict_pod(server: &TestServer, name: &str) -> serde_json::Value {

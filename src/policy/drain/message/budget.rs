@@ -2,6 +2,7 @@
 //! findings and the answer to deleting one of Longhorn's budgets are written from.
 
 use crate::cluster::LONGHORN_NAMESPACE;
+use crate::decision::{wrap, MAX_WARNING_LEN};
 
 use super::super::budget::BudgetVerdict;
 
@@ -61,4 +62,27 @@ impl BudgetVerdict {
             Self::UntilCordon => format!("none needed; if it is still there after the cordon, {}", safe()),
         }
     }
+}
+
+/// `longhorn-guard: ID poddisruptionbudget longhorn-system/IM: reason; remedy`, as the doctor
+/// prints the finding: the first line of the denial of deleting the budget of instance manager
+/// `im` on `node`.
+pub fn budget_refusal(im: &str, verdict: &BudgetVerdict, node: &str) -> String {
+    format!("{}: {}; {}", budget_is(im, verdict), verdict.reason(im, node), verdict.remedy(im))
+}
+
+/// The warnings of an allowed deletion of the budget of instance manager `im`: its verdict and
+/// the doctor's remedy, cut between words into lines of at most [`MAX_WARNING_LEN`] characters
+/// (the doctor's reason, several lines more, is `longhorn-guard check drain NODE`'s to print).
+pub fn budget_allowed(im: &str, verdict: &BudgetVerdict, node: Option<&str>) -> Vec<String> {
+    let why = match node {
+        Some(node) => format!(" (longhorn-guard check drain {node} says why)"),
+        None => String::new(),
+    };
+    wrap(&format!("{}{why}; {}", budget_is(im, verdict), verdict.remedy(im)), MAX_WARNING_LEN)
+}
+
+/// `longhorn-guard: ID poddisruptionbudget longhorn-system/IM`.
+fn budget_is(im: &str, verdict: &BudgetVerdict) -> String {
+    format!("longhorn-guard: {} poddisruptionbudget {LONGHORN_NAMESPACE}/{im}", verdict.id())
 }
