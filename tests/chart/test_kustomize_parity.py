@@ -12,6 +12,7 @@ import textwrap
 from chartlib import (
     NAMESPACE,
     assert_same_objects,
+    base_policy,
     copy_manifests,
     find,
     kinds,
@@ -19,6 +20,7 @@ from chartlib import (
     overlay,
     policy_text,
     render,
+    webhook_entries,
     write_dev_certs,
     MANIFESTS,
 )
@@ -41,6 +43,22 @@ def test_defaults_without_the_secret_and_ca_bundles_are_the_base(chart):
         for entry in conf.get("webhooks", []):
             del entry["clientConfig"]["caBundle"]
     assert_same_objects(objs, kustomize(MANIFESTS / "base"), except_keys=[NS_KEY])
+
+
+def test_the_delete_entries_are_in_both_and_skip_the_policys_trusted_users(chart):
+    """The entries of issue 44 are rendered by both (the comparisons above then hold them
+    equal), and the base's static matchConditions list exactly the users its policy file
+    trusts: kustomize has no template to keep the two files in step, this test does."""
+    names = ("pod-delete", "instance-manager-delete", "budget-delete")
+    chart_entries = webhook_entries(render(chart))
+    base_entries = webhook_entries(kustomize(MANIFESTS / "base"))
+    trusted = base_policy()["drain"]["trustedUsers"]
+    want = "!(request.userInfo.username in [" + ", ".join(f"'{u}'" for u in trusted) + "])"
+    for name in names:
+        full = f"{name}.longhorn-guard.io"
+        assert full in chart_entries and full in base_entries, full
+        conditions = {c["name"]: c["expression"] for c in base_entries[full]["matchConditions"]}
+        assert conditions["not-a-trusted-user"] == want, full
 
 
 def test_cert_manager_is_the_cert_manager_overlay(chart):

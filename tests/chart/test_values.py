@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import re
 
 import pytest
 
@@ -153,6 +154,9 @@ def test_each_webhooks_failure_policy_and_timeout(chart):
             "nodeCordon": {"failurePolicy": "Fail", "timeoutSeconds": 3},
             "replicas": {"failurePolicy": "Fail", "timeoutSeconds": 4},
             "initGate": {"failurePolicy": "Fail", "timeoutSeconds": 2},
+            "podDelete": {"failurePolicy": "Ignore", "timeoutSeconds": 7},
+            "instanceManagerDelete": {"failurePolicy": "Ignore", "timeoutSeconds": 8},
+            "budgetDelete": {"failurePolicy": "Ignore", "timeoutSeconds": 9},
         }
     }
     entries = webhook_entries(render(chart, values))
@@ -163,6 +167,9 @@ def test_each_webhooks_failure_policy_and_timeout(chart):
         "node-cordon": ("Fail", 3),
         "replicas": ("Fail", 4),
         "init-gate": ("Fail", 2),
+        "pod-delete": ("Ignore", 7),
+        "instance-manager-delete": ("Ignore", 8),
+        "budget-delete": ("Ignore", 9),
     }
     assert "unchecked" in notes(chart, values)
 
@@ -171,6 +178,41 @@ def test_eviction_webhook_fails_closed_by_default(chart):
     entries = webhook_entries(render(chart))
     assert entries["drain-eviction.longhorn-guard.io"]["failurePolicy"] == "Fail"
     assert "failed calling webhook" in notes(chart)
+
+
+DELETES = ("pod-delete", "instance-manager-delete", "budget-delete")
+
+
+def skipped_users(entry) -> list[str] | None:
+    """The usernames an entry's not-a-trusted-user matchCondition skips (None: no such condition)."""
+    for c in entry.get("matchConditions") or []:
+        if c["name"] == "not-a-trusted-user":
+            m = re.fullmatch(r"!\(request\.userInfo\.username in \[(.*)\]\)", c["expression"])
+            assert m, c["expression"]
+            return re.findall(r"'([^']*)'", m[1])
+    return None
+
+
+def test_delete_webhooks_skip_the_trusted_users_of_the_policy(chart):
+    # Default: the list the server trusts, in the policy ConfigMap and every delete entry alike.
+    objs = render(chart)
+    entries = webhook_entries(objs)
+    assert policy(objs)["drain"]["trustedUsers"] == TRUSTED
+    for name in DELETES:
+        assert skipped_users(entries[f"{name}.longhorn-guard.io"]) == TRUSTED, name
+    # Only the delete entries skip users.
+    assert [n for n, e in entries.items() if skipped_users(e) is not None] == [f"{d}.longhorn-guard.io" for d in DELETES]
+    # One's own list goes to both places.
+    mine = ["system:serviceaccount:longhorn-system:longhorn-service-account", "system:serviceaccount:ops:cleaner"]
+    objs = render(chart, {"policy": {"drain": {"trustedUsers": mine}}})
+    assert policy(objs)["drain"]["trustedUsers"] == mine
+    assert all(skipped_users(webhook_entries(objs)[f"{d}.longhorn-guard.io"]) == mine for d in DELETES)
+    # Nobody trusted: no condition; the InstanceManager entry then has none at all, the others
+    # keep their own.
+    entries = webhook_entries(render(chart, {"policy": {"drain": {"trustedUsers": []}}}))
+    assert all(skipped_users(entries[f"{d}.longhorn-guard.io"]) is None for d in DELETES)
+    assert "matchConditions" not in entries["instance-manager-delete.longhorn-guard.io"]
+    assert [c["name"] for c in entries["pod-delete.longhorn-guard.io"]["matchConditions"]] == ["instance-manager-pod"]
 
 
 def test_existing_secret_is_mounted_and_its_ca_is_every_ca_bundle(chart):

@@ -155,7 +155,7 @@ type Expected = (&'static str, &'static str, &'static [Rule], &'static str, Opti
 fn each_webhook_has_its_rules_selectors_and_failure_policy() {
     let all = webhooks(&base());
     let names: BTreeSet<&str> = all.iter().map(|(_, w)| w["name"].as_str().unwrap()).collect();
-    let expected: [Expected; 5] = [
+    let expected: [Expected; 8] = [
         (
             "drain-eviction.longhorn-guard.io",
             VALIDATE,
@@ -198,6 +198,27 @@ fn each_webhook_has_its_rules_selectors_and_failure_policy() {
             MUTATE,
             &[(&[""], &["v1"], &["CREATE"], &["pods"], "Namespaced")],
             "Ignore",
+            Some(LH_NS),
+        ),
+        (
+            "pod-delete.longhorn-guard.io",
+            VALIDATE,
+            &[(&[""], &["v1"], &["DELETE"], &["pods"], "Namespaced")],
+            "Fail",
+            Some(LH_NS),
+        ),
+        (
+            "instance-manager-delete.longhorn-guard.io",
+            VALIDATE,
+            &[(&["longhorn.io"], &["v1beta2"], &["DELETE"], &["instancemanagers"], "Namespaced")],
+            "Fail",
+            Some(LH_NS),
+        ),
+        (
+            "budget-delete.longhorn-guard.io",
+            VALIDATE,
+            &[(&["policy"], &["v1"], &["DELETE"], &["poddisruptionbudgets"], "Namespaced")],
+            "Fail",
             Some(LH_NS),
         ),
     ];
@@ -243,12 +264,53 @@ fn each_webhook_has_its_rules_selectors_and_failure_policy() {
     // StorageClasses: only Longhorn's provisioner.
     let (_, replicas) = webhook(&all, "replicas.longhorn-guard.io");
     assert!(replicas["matchConditions"].to_string().contains("driver.longhorn.io"));
+    // Deletes: instance-manager pods and budgets only, by their old object (a DELETE has no
+    // `object`; one of a collection has no request.name), and never the trusted users.
+    let conditions = |name: &str| -> Vec<(String, String)> {
+        let (_, w) = webhook(&all, name);
+        let list = w["matchConditions"].as_array().unwrap_or_else(|| panic!("{name}: no matchConditions"));
+        list.iter()
+            .map(|c| (c["name"].as_str().unwrap().into(), c["expression"].as_str().unwrap().into()))
+            .collect()
+    };
+    let trusted = Policy::load(Some(&manifests_dir().join("base/policy.yaml"))).unwrap().drain.trusted_users;
+    assert_eq!(
+        trusted,
+        longhorn_guard::policy::DEFAULT_TRUSTED_USERS,
+        "the shipped policy trusts the defaults"
+    );
+    let skip = format!(
+        "!(request.userInfo.username in [{}])",
+        trusted.iter().map(|u| format!("'{u}'")).collect::<Vec<_>>().join(", ")
+    );
+    let im_label = "oldObject.metadata.labels['longhorn.io/component'] == 'instance-manager'";
+    let im_selector = "oldObject.spec.selector.matchLabels['longhorn.io/component'] == 'instance-manager'";
+    for (name, own) in [
+        ("pod-delete.longhorn-guard.io", Some(("instance-manager-pod", im_label))),
+        ("instance-manager-delete.longhorn-guard.io", None),
+        ("budget-delete.longhorn-guard.io", Some(("instance-manager-budget", im_selector))),
+    ] {
+        let mut got = conditions(name);
+        assert_eq!(got.pop(), Some(("not-a-trusted-user".to_string(), skip.clone())), "{name}");
+        match own {
+            Some((cond, has)) => {
+                assert_eq!(got.len(), 1, "{name}: {got:?}");
+                assert_eq!(got[0].0, cond, "{name}");
+                assert!(
+                    got[0].1.starts_with("oldObject != null && has(") && got[0].1.ends_with(has),
+                    "{name}: {}",
+                    got[0].1
+                );
+            }
+            None => assert!(got.is_empty(), "{name}: {got:?}"),
+        }
+    }
 }
 
 #[test]
 fn every_webhook_is_side_effect_free_v1_short_and_served_by_the_service() {
     let all = webhooks(&base());
-    assert_eq!(all.len(), 5);
+    assert_eq!(all.len(), 8);
     for (kind, w) in &all {
         let name = w["name"].as_str().unwrap();
         assert_eq!(w["sideEffects"], "None", "{name}");
@@ -473,7 +535,7 @@ fn cert_manager_overlay_issues_the_serving_secret_and_injects_the_ca() {
     }
     // The base is all there too.
     find(&docs, "Deployment", "longhorn-guard");
-    assert_eq!(webhooks(&docs).len(), 5);
+    assert_eq!(webhooks(&docs).len(), 8);
 }
 
 /// Copies `manifests/` into a temporary directory (to add the generated tls/ files).
@@ -516,7 +578,7 @@ fn dev_certs_overlay_fills_every_ca_bundle_and_the_tls_secret() {
         assert_eq!(got, b64(text), "Secret data {name}");
     }
     let all = webhooks(&docs);
-    assert_eq!(all.len(), 5);
+    assert_eq!(all.len(), 8);
     for (_, w) in &all {
         let got: String =
             w["clientConfig"]["caBundle"].as_str().expect("caBundle set").split_whitespace().collect();

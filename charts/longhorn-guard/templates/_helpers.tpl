@@ -93,6 +93,22 @@ clientConfig:
     port: 443
 {{- end -}}
 
+{{/*
+The not-a-trusted-user matchCondition of the delete entries, as one list item: the API server
+skips the users of policy.drain.trustedUsers itself (the server checks the same list, so the
+condition only saves calls). Nothing when the list is empty.
+*/}}
+{{- define "longhorn-guard.notTrusted" -}}
+{{- $users := list -}}
+{{- range ((.Values.policy | default dict).drain | default dict).trustedUsers -}}
+{{- $users = append $users (printf "'%s'" .) -}}
+{{- end -}}
+{{- if $users -}}
+- name: not-a-trusted-user
+  expression: {{ printf "!(request.userInfo.username in [%s])" (join ", " $users) | quote }}
+{{- end -}}
+{{- end -}}
+
 {{/* namespaceSelector of the namespaced entries: longhorn-system only, never this one or kube-system. */}}
 {{- define "longhorn-guard.namespaceSelector" -}}
 namespaceSelector:
