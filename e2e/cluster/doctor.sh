@@ -90,7 +90,9 @@ print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtu
 
 doctor_cluster_cleanup() {
 	lh delete-volume vol-doctor >/dev/null 2>&1 || true
-	k delete pdb -A -l "$DOC_LABEL" --ignore-not-found >/dev/null 2>&1
+	# The budget-delete webhook refuses the instance-manager budget until the guard's view has
+	# lost vol-doctor (it is needed until then): retried.
+	wait_for 60 k delete pdb -A -l "$DOC_LABEL" --ignore-not-found || fail "the doctor's budgets deleted"
 	k -n default delete deployment,daemonset -l "$DOC_LABEL" --ignore-not-found --wait=false >/dev/null 2>&1
 	k uncordon "$DOC_NODE" >/dev/null 2>&1
 	wait_for 60 eval '[ -z "$(k get pods -A -l "$DOC_LABEL" -o name)" ]' || fail "the doctor's pods are gone"

@@ -113,7 +113,11 @@ check_gate() {
 	gate_ready_case instance-manager-gate-legacy "legacy networks-status"
 	gate_never_case instance-manager-gate-never
 	downward_refresh
-	for p in 1s 30s never legacy; do k -n "$LH_NS" delete pod "instance-manager-gate-$p" --wait=false >/dev/null; done
+	# These pods carry the instance-manager label on node GATE_NODE: their deletion is answered as
+	# a drain of it (pod-delete webhook), which holds nothing that needs them by now.
+	for p in 1s 30s never legacy; do
+		wait_for 60 k -n "$LH_NS" delete pod "instance-manager-gate-$p" --wait=false || fail "gate pod $p deleted"
+	done
 }
 
 # check_gate_policy: the gate injected by the API server itself (MutatingAdmissionPolicy,
@@ -140,10 +144,14 @@ check_gate_policy() {
 		"$(k -n "$LH_NS" get pod instance-manager-policy-1s -o jsonpath='{.spec.initContainers[0].name}')" = longhorn-guard-gate
 	gate_ready_case instance-manager-policy-1s "policy, 1 s"
 	gate_never_case instance-manager-policy-never "policy, never"
-	for p in 1s never; do k -n "$LH_NS" delete pod "instance-manager-policy-$p" --wait=false >/dev/null; done
 	k delete -f "$ROOT/manifests/components/gate-policy/gate-policy.yaml" >/dev/null
 	k apply -f "$DIR/out/manifests.yaml" >/dev/null
 	run k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=2
 	run k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=180s
 	check "longhorn-guard back at 2 replicas, webhook restored" rc_is 0
+	# Only now: deleting a pod with the instance-manager label waits for the guard
+	# (pod-delete.longhorn-guard.io, failurePolicy Fail), which was scaled to 0 above.
+	for p in 1s never; do
+		wait_for 60 k -n "$LH_NS" delete pod "instance-manager-policy-$p" --wait=false || fail "policy pod $p deleted"
+	done
 }

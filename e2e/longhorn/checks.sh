@@ -3,7 +3,9 @@
 # cluster is up. Scenarios (docs/install.md, "Real Longhorn"):
 #   a. Longhorn up, the guard reading it      b. drains beside Longhorn's node-drain-policy
 #   c. a real rebuild, check drain --wait     e. no false allow through Longhorn's churn
+#   f. drains that delete instead of evicting (deletes.sh)
 #   d. longhorn#10833 diagnosed live (last: it deletes a Node)
+# One alone, on a cluster `up` made: e2e/cluster.sh checks longhorn_up install_guard check_deletes
 # With E2E_MULTUS (make e2e-longhorn-multus), the seed's race s0-s4 instead (seedrace.sh), and
 # s5, the other way of racing: a late Multus status write (latestatus.sh).
 PASSED=0
@@ -13,7 +15,7 @@ for f in install drain; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
-for f in longhorn drains rebuild churn seedrace latestatus; do
+for f in longhorn drains rebuild churn deletes seedrace latestatus; do
 	# shellcheck source=/dev/null
 	. "$E2E/longhorn/$f.sh"
 done
@@ -29,6 +31,7 @@ run_checks() {
 	check_policy_drains
 	check_rebuild
 	check_churn
+	check_deletes
 	check_10833
 	summary
 }

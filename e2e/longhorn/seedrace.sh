@@ -242,11 +242,13 @@ race_with() {
 		tl "longhorn-guard's mutating webhook in place (failurePolicy Ignore), guard Ready"
 	else
 		k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=0 >/dev/null
-		k delete mutatingwebhookconfiguration longhorn-guard >/dev/null 2>&1 || true
+		# Both configurations go, as with no guard at all: the validating one's pod-delete entry
+		# (failurePolicy Fail) would refuse the "reboot"'s delete of the instance-manager pod.
+		k delete mutatingwebhookconfiguration,validatingwebhookconfiguration longhorn-guard >/dev/null 2>&1 || true
 		k apply -f "$ROOT/manifests/components/gate-policy/gate-policy.yaml" >/dev/null
 		wait_for 60 guard_gone || true
 		sleep 3
-		tl "guard scaled to 0, webhook deleted, MutatingAdmissionPolicy longhorn-guard-gate applied"
+		tl "guard scaled to 0, webhooks deleted, MutatingAdmissionPolicy longhorn-guard-gate applied"
 	fi
 	reboot_node "$x"
 	p=$RACED_POD
