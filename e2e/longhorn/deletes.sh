@@ -12,7 +12,7 @@
 #       setting again with every manager restarted) goes through, also on a node whose
 #       instance manager the guard refuses to an admin, with no refusal in Longhorn's logs.
 # Every step is a line of the timeline (seconds from the start; `tl`, `new_pod`, `im_running`
-# of seedrace.sh, `other_node` of drains.sh, the Longhorn helpers of longhorn.sh). Sourced; runs alone with
+# of seedrace.sh, `attach_away` of drains.sh, the Longhorn helpers of longhorn.sh). Sourced; runs alone with
 # `e2e/cluster.sh checks check_deletes` on a cluster `up` made with Longhorn and the guard in.
 # Every lookup prints nothing rather than failing, so an empty answer fails a check and never
 # stops the run.
@@ -134,13 +134,7 @@ check_deletes() {
 		fail "f: $vol got a replica ($(vol_state "$vol"))"
 		return
 	fi
-	y=$(other_node "$x")
-	if [ "$x" = node-1 ]; then
-		lh_detach "$vol"
-		wait_for 60 vol_is "$vol" detached/unknown || true
-		lh_attach "$vol" "$y"
-	fi
-	wait_for 120 vol_is "$vol" attached/healthy || true
+	y=$(attach_away "$vol" "$x")
 	im=$(del_im_pod "$x")
 	imcr=$(del_im "$x")
 	uid=$(del_uid "$im")

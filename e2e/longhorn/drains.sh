@@ -24,6 +24,19 @@ other_node() { # NODE: a node that is not NODE
 	local i
 	for i in $(seq 1 "$NODES"); do [ "node-$i" = "$1" ] || { echo "node-$i"; return; }; done
 }
+# attach_away VOLUME X: VOLUME, attached on node-1, attached on a node other than X (its
+# replica's node) instead when X is node-1; waits for it and prints that node.
+attach_away() {
+	local y
+	y=$(other_node "$2")
+	if [ "$2" = node-1 ]; then
+		lh_detach "$1"
+		wait_for 60 vol_is "$1" detached/unknown || true
+		lh_attach "$1" "$y"
+	fi
+	wait_for 120 vol_is "$1" attached/healthy || true
+	echo "$y"
+}
 
 # one_drain POLICY MODE: MODE attached|detached. Adds a row to DRAIN_TABLE.
 one_drain() {
@@ -37,13 +50,7 @@ one_drain() {
 	wait_for 120 vol_is "$vol" attached/healthy || fail "$vol attached and healthy"
 	x=$(replica_nodes "$vol" | head -1)
 	if [ "$mode" = attached ]; then
-		y=$(other_node "$x")
-		if [ "$x" = node-1 ]; then
-			lh_detach "$vol"
-			wait_for 60 vol_is "$vol" detached/unknown || true
-			lh_attach "$vol" "$y"
-		fi
-		wait_for 120 vol_is "$vol" attached/healthy || true
+		y=$(attach_away "$vol" "$x")
 	else
 		lh_detach "$vol"
 		wait_for 120 vol_is "$vol" detached/unknown || true
