@@ -65,7 +65,7 @@ print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtu
 	run "$GUARD_BIN" check drain "$DOC_NODE"
 	sed -n "/^$DOC_NODE: beyond/,\$p" <<<"$OUT" | sed 's/^/    /'
 	check "check drain $DOC_NODE exits 1: the budgets block" rc_is 1
-	check "longhorn-guard's own verdict on $DOC_NODE is to proceed" has "$DOC_NODE: a drain would proceed"
+	check "longhorn-guard's own verdicts on $DOC_NODE block no volume" has "checked, none blocking)"
 	check "Longhorn's budget $im is named stale, with Longhorn's source" \
 		finding BLOCK longhorn-pdb-stale "poddisruptionbudget $LH_NS/$im: Longhorn's budget for instance manager $im, stale: no replica or engine on $DOC_NODE needs it, yet it is still there on the cordoned node; Longhorn deletes it only when canDeleteInstanceManagerPDB passes"
 	check "its remedy: delete it, safe by the guard's analysis" \
@@ -74,9 +74,13 @@ print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtu
 		finding BLOCK pdb-at-zero "poddisruptionbudget default/doctor-web: selector app=doctor-web covers default/$web on $DOC_NODE; disruptionsAllowed 0 (minAvailable 1; currentHealthy 1, desiredHealthy 1, expectedPods 1)"
 	check "the DaemonSet pod needs --ignore-daemonsets" finding flag daemonset-pod "pod default/$agent: managed by DaemonSet doctor-agent"
 	check "the emptyDir pod needs --delete-emptydir-data" finding flag emptydir-pod "pod default/$cache: has emptyDir volume scratch"
-	check "the one kubectl drain command line, with both flags" \
-		has "$DOC_NODE: drain with: kubectl drain $DOC_NODE --ignore-daemonsets --delete-emptydir-data"
-	check "the summary counts both budgets" has "$DOC_NODE: a drain would also BLOCK on 2 PodDisruptionBudgets"
+	check "the flags it needs are in the remedies" \
+		all "has 'remedy: kubectl drain $DOC_NODE --ignore-daemonsets'" "has 'remedy: kubectl drain $DOC_NODE --delete-emptydir-data'"
+	check "one verdict line counts both budgets, and no command line while the drain would block" \
+		all "has '$DOC_NODE: a drain would BLOCK on 2 PodDisruptionBudgets ('" "lacks 'drain with:'"
+	run "$GUARD_BIN" check drain "$DOC_NODE" --output json
+	check "the one kubectl drain command line, with both flags, in the JSON" \
+		has "\"kubectlDrain\": \"kubectl drain $DOC_NODE --ignore-daemonsets --delete-emptydir-data"
 
 	# The same budget once a volume's last healthy replica is on the node: needed, keep it.
 	lh volume vol-doctor --replicas node-1=rebuilding,node-2=healthy
