@@ -6,12 +6,16 @@ use std::collections::BTreeSet;
 use crate::cluster::{
     ClusterView, InstanceManager, COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMESPACE,
 };
-use crate::policy::drain::{volume_of_engine_name, NodeAnalysis};
+use crate::policy::drain::{volume_of_engine_name, NodeAnalysis, VolumeReport};
 
 use super::budgets::Budget;
+use super::Bypass;
 
 /// The label Longhorn's budget selects the instance manager's node by.
 const NODE_LABEL: &str = "longhorn.io/node";
+
+/// The id of a budget the guard's blocking volumes need.
+pub const NEEDED: &str = "longhorn-pdb-needed";
 
 /// Where Longhorn's handling of these budgets is, for messages.
 pub const SOURCE: &str = "longhorn-manager controller/instance_manager_controller.go";
@@ -49,6 +53,30 @@ fn volumes_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
     out
 }
 
+/// The volumes the analysis blocks on that have a replica on the instance manager's node or an
+/// instance in it, in name order: what its budget is needed for.
+fn needed_by<'a>(
+    view: &ClusterView,
+    im: &InstanceManager,
+    analysis: &'a NodeAnalysis,
+) -> impl Iterator<Item = &'a VolumeReport> {
+    let volumes = volumes_in(view, im);
+    analysis.blocking().filter(move |v| volumes.contains(&v.volume))
+}
+
+/// What deleting a needed budget, or its instance-manager pod, would cost: its volumes by
+/// whether the node holds their last healthy copy or only runs their engine. `None` for a
+/// budget with no instance manager, or needed for no volume (only for entries no known volume
+/// owns).
+pub fn bypass(view: &ClusterView, b: &Budget, analysis: &NodeAnalysis) -> Option<Bypass> {
+    let im = view.instance_manager(&b.name)?;
+    let (last, engine): (Vec<&VolumeReport>, Vec<&VolumeReport>) =
+        needed_by(view, im, analysis).partition(|v| v.reason.holds_last_copy());
+    let names = |vs: Vec<&VolumeReport>| vs.into_iter().map(|v| v.volume.clone()).collect::<Vec<_>>();
+    let cost = Bypass { last_copy: names(last), engine_stops: names(engine) };
+    (!cost.last_copy.is_empty() || !cost.engine_stops.is_empty()).then_some(cost)
+}
+
 /// What an instance-manager budget is to a drain of `node` under `analysis`: a stable id,
 /// whether it blocks (given that it refuses an eviction now), the reason and the remedy. It is
 /// needed when volumes the analysis blocks on have a replica on its node or an engine in it;
@@ -72,15 +100,13 @@ pub fn explain(
             format!("{delete} is safe: nothing it protected exists"),
         );
     };
-    let blocking: BTreeSet<&str> = analysis.blocking().map(|v| v.volume.as_str()).collect();
-    let mut needed: Vec<String> =
-        volumes_in(view, im).into_iter().filter(|v| blocking.contains(v.as_str())).collect();
+    let mut needed: Vec<String> = needed_by(view, im, analysis).map(|v| v.volume.clone()).collect();
     if analysis.blocking_unmapped().any(|u| u.instance_manager == b.name) {
         needed.push(format!("entries no known volume owns in {}", b.name));
     }
     if !needed.is_empty() {
         return (
-            "longhorn-pdb-needed",
+            NEEDED,
             true,
             format!(
                 "Longhorn's budget for instance manager {}, needed: {node} holds replicas or engines of {}, which block \

@@ -1,8 +1,10 @@
 //! `check drain NODE`'s table, the one place its text is written: the guard's per-volume table,
-//! the doctor's findings with their remedies, then one verdict line and, only when the drain
-//! can go, the `kubectl drain` command line.
+//! the doctor's findings with their remedies (and, under a needed Longhorn budget, what getting
+//! past it would cost), then one verdict line and, only when the drain can go, the `kubectl
+//! drain` command line.
 
-use super::Diagnosis;
+use super::{Bypass, Diagnosis};
+use crate::check::cluster::finding::some_names;
 use crate::decision::count;
 use crate::policy::drain::{waits_for, NodeAnalysis, ReplicaReport, Verdict};
 
@@ -72,8 +74,39 @@ fn findings(node: &str, d: &Diagnosis) -> String {
         };
         out.push_str(&format!("{mark:<5}  {:<width$}  {}: {}\n", f.id, f.object(), f.reason));
         out.push_str(&format!("{:<5}  {:<width$}  remedy: {}\n", "", "", f.remedy));
+        if let Some(b) = &f.bypass {
+            out.push_str(&format!("{:<5}  {:<width$}  bypass: {}\n", "", "", bypass(b)));
+        }
     }
     out
+}
+
+/// Names a cost line shows before "and N more" (`--output json` lists all).
+const SHOWN: usize = 3;
+
+/// `deleting it, or its instance-manager pod as kubectl drain --disable-eviction does, takes
+/// the last healthy replica of 2 volumes (a, b) and stops the engine of 1 attached volume
+/// under its workload (c)` (the pod has the budget's name; the JSON's `pods` names it).
+fn bypass(b: &Bypass) -> String {
+    let mut costs = Vec::new();
+    if !b.last_copy.is_empty() {
+        costs.push(format!(
+            "takes the last healthy replica of {} ({})",
+            count(b.last_copy.len(), "volume"),
+            some_names(&b.last_copy, SHOWN)
+        ));
+    }
+    if !b.engine_stops.is_empty() {
+        costs.push(format!(
+            "stops the engine of {} under its workload ({})",
+            count(b.engine_stops.len(), "attached volume"),
+            some_names(&b.engine_stops, SHOWN)
+        ));
+    }
+    format!(
+        "deleting it, or its instance-manager pod as kubectl drain --disable-eviction does, {}",
+        costs.join(" and ")
+    )
 }
 
 /// The one verdict line: `NODE: a drain would BLOCK on 2 of 3 volumes and 1
@@ -125,4 +158,22 @@ pub fn verdict(a: &NodeAnalysis, d: Option<&Diagnosis>) -> String {
     }
     line.push('\n');
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bypass_cost_names_three_volumes_of_each_kind_then_counts() {
+        let names = |n: usize| (1..=n).map(|i| format!("vol-{i}")).collect::<Vec<_>>();
+        let b = Bypass { last_copy: names(5), engine_stops: vec![] };
+        assert_eq!(
+            bypass(&b),
+            "deleting it, or its instance-manager pod as kubectl drain --disable-eviction does, takes the last \
+             healthy replica of 5 volumes (vol-1, vol-2, vol-3 and 2 more)"
+        );
+        let b = Bypass { last_copy: vec![], engine_stops: names(1) };
+        assert!(bypass(&b).ends_with(", stops the engine of 1 attached volume under its workload (vol-1)"));
+    }
 }
