@@ -30,7 +30,7 @@ doc_workload() {
 		$3
 	EOF
 }
-pod_of() { k -n default get pods -l "app=$1" --field-selector="spec.nodeName=$DOC_NODE" -o jsonpath='{.items[0].metadata.name}'; }
+pod_of() { value k -n default get pods -l "app=$1" --field-selector="spec.nodeName=$DOC_NODE" -o jsonpath='{.items[*].metadata.name}' | awk '{print $1}'; }
 pdb_at_zero() { [ "$(k -n "$1" get pdb "$2" -o jsonpath='{.status.observedGeneration}/{.status.disruptionsAllowed}')" = 1/0 ]; }
 
 check_doctor() {
@@ -41,11 +41,16 @@ check_doctor() {
 	doc_workload Deployment doctor-web "      nodeSelector: {kubernetes.io/hostname: $DOC_NODE}"
 	doc_workload Deployment doctor-cache "      nodeSelector: {kubernetes.io/hostname: $DOC_NODE}
       volumes: [{name: scratch, emptyDir: {}}]"
-	labels=$(k -n "$LH_NS" get pod "$im" -o json | python3 -c '
+	labels=$(value k -n "$LH_NS" get pod "$im" -o json | python3 -c '
 import json, sys
 fixture = json.load(open(sys.argv[1]))["spec"]["selector"]["matchLabels"]
 labels = json.load(sys.stdin)["metadata"]["labels"]
-print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtures/longhorn/pdb-instance-manager.json")
+print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtures/longhorn/pdb-instance-manager.json" || true)
+	if [ -z "$labels" ]; then
+		fail "f: $im has the labels of Longhorn's budget"
+		doctor_cluster_cleanup
+		return 0
+	fi
 	doctor_budgets "$im" "$labels" doctor-web
 	for d in doctor-web doctor-cache; do
 		k -n default rollout status "deployment/$d" --timeout=90s >/dev/null || fail "deployment $d available"
