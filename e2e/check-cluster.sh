@@ -105,8 +105,8 @@ checks_ran() {
 }
 check_cluster_metrics() {
 	check "serve ran check cluster (as its ServiceAccount) within 30s" wait_for 30 checks_ran
-	OUT=$(curl -s --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" |
-		grep -E '^longhorn_guard_(findings|checks_runs_total)')
+	OUT=$(value curl -s --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/metrics" |
+		matching -E '^longhorn_guard_(findings|checks_runs_total)')
 	printf '%s\n' "$OUT" | sed 's/^/    /'
 	check "serve's /metrics counts the snapshot-retention, backup-target and recurring-jobs errors" \
 		all 'has "longhorn_guard_findings{check=\"snapshot-retention\",severity=\"error\"} 1"' \

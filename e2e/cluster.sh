@@ -173,6 +173,15 @@ down() {
 
 say_where_stopped
 
+# stopped_summary: a step that stopped the script (set -e; say_where_stopped names it) after
+# the checks began and before their summary counts as one failed check, and the summary is
+# printed all the same: a run ends with its "N passed, N failed" line whatever stopped it.
+stopped_summary() {
+	[ -n "${CHECKS_STARTED:-}" ] && [ -z "${SUMMARY_PRINTED:-}" ] || return 0
+	fail "the run stopped before its end (the 'stopped:' line above says where)"
+	summary || true
+}
+
 # One run at a time on this machine: a second one would find (and remove) the first's cluster.
 exec 9>"$DIR.lock"
 flock -n 9 || die "another e2e/cluster.sh holds the lock: wait for it to finish"
@@ -190,6 +199,8 @@ checks)
 	[ $# -gt 0 ] || die "usage: $0 checks FN... (the steps of run_checks in e2e/cluster/checks.sh)"
 	# shellcheck source=/dev/null
 	. "$CHECKS"
+	trap stopped_summary EXIT
+	CHECKS_STARTED=1
 	for fn in "$@"; do
 		[ "$(type -t "$fn")" = function ] || die "no step $fn in $CHECKS"
 		"$fn"
@@ -198,11 +209,12 @@ checks)
 	;;
 run)
 	preflight
-	trap 'rc=$?; [ "${E2E_CLUSTER_KEEP:-0}" = 1 ] || down; exit $rc' EXIT
+	trap 'rc=$?; stopped_summary; [ "${E2E_CLUSTER_KEEP:-0}" = 1 ] || down; exit $rc' EXIT
 	trap 'exit 2' INT TERM
 	up
 	# shellcheck source=/dev/null
 	. "$CHECKS"
+	CHECKS_STARTED=1
 	run_checks
 	;;
 *) die "usage: $0 [run|up|down|checks FN...]" ;;

@@ -62,7 +62,7 @@ doctor_checks() {
 
 	LONGHORN_GUARD_LOG=warn run "$BIN" check drain node-3
 	check "check drain node-3 exits 1: the budgets block" rc_is 1
-	check "longhorn-guard's own verdict on node-3 is to proceed" has "node-3: a drain would proceed"
+	check "longhorn-guard's own verdicts on node-3 block no volume" has "checked, none blocking)"
 	check "Longhorn's budget $IM3 is named stale, with Longhorn's source" \
 		finding BLOCK longhorn-pdb-stale "poddisruptionbudget $LH_NS/$IM3: Longhorn's budget for instance manager $IM3, stale: no replica or engine on node-3 needs it, yet it is still there on the cordoned node; Longhorn deletes it only when canDeleteInstanceManagerPDB passes (longhorn-manager controller/instance_manager_controller.go)"
 	check "its remedy: delete it, safe by the guard's analysis" \
@@ -73,9 +73,13 @@ doctor_checks() {
 		finding flag daemonset-pod "pod $LH_NS/e2e-doctor-manager-8xk2q: managed by DaemonSet longhorn-manager"
 	check "the emptyDir pod needs --delete-emptydir-data" \
 		finding flag emptydir-pod "pod default/e2e-doctor-cache-0: has emptyDir volume scratch"
-	check "the one kubectl drain command line" \
-		has "node-3: drain with: kubectl drain node-3 --ignore-daemonsets --delete-emptydir-data"
-	check "the summary counts both budgets" has "node-3: a drain would also BLOCK on 2 PodDisruptionBudgets"
+	check "the flags it needs are in the remedies" \
+		all "has 'remedy: kubectl drain node-3 --ignore-daemonsets'" "has 'remedy: kubectl drain node-3 --delete-emptydir-data'"
+	check "one verdict line counts both budgets, and no command line while the drain would block" \
+		all "has 'node-3: a drain would BLOCK on 2 PodDisruptionBudgets ('" "lacks 'drain with:'"
+	LONGHORN_GUARD_LOG=warn run "$BIN" check drain node-3 --output json
+	check "the one kubectl drain command line, with both flags, in the JSON" \
+		has "\"kubectlDrain\": \"kubectl drain node-3 --ignore-daemonsets --delete-emptydir-data"
 	doctor_cleanup
 }
 

@@ -126,7 +126,7 @@ gate_policy_checks() {
 		if diff -u "$w" "$p" >"$GP_DIR/$name.diff"; then
 			pass "${name#*.}: the pod the policy makes equals the webhook's, field for field"
 		else
-			sed 's/^/      /' "$GP_DIR/$name.diff" | head -40
+			sed -n '1,40s/^/      /p' "$GP_DIR/$name.diff"
 			fail "${name#*.}: the pod the policy makes equals the webhook's, field for field"
 		fi
 		case $expect in

@@ -29,6 +29,18 @@ say_where_stopped() {
 	trap 'rc=$?; [[ $- == *e* ]] && ((BASH_SUBSHELL == 0)) && printf "%s: stopped: %q failed (exit %s) at %s line %s\n" "$SCRIPT_NAME" "$BASH_COMMAND" "$rc" "${BASH_SOURCE[0]}" "$LINENO" >&2' ERR
 }
 
+# Lookups whose answer may be empty (a list with no item, an object gone, a log without the
+# line) must not stop a run under set -e and pipefail: the check that reads the value fails on
+# it, counted in the summary, and the run goes on (issue 45). kubectl's jsonpath fails on an
+# index into an empty list (`{.items[0]}`, `{.items[-1:]}`): take `{.items[*]...}` or a range
+# and pick with awk, sed or tail, which read their whole input (head -1 or grep -m1 after a
+# writer can stop it with SIGPIPE, which pipefail turns into a failure).
+#
+# value CMD...: what CMD prints on stdout, or nothing; never fails (CMD's stderr is dropped).
+value() { "$@" 2>/dev/null || true; }
+# matching GREP-ARGS...: grep that finds nothing without failing.
+matching() { grep "$@" || true; }
+
 # wait_for SECONDS CMD...: retries CMD once a second until it succeeds; bounded.
 wait_for() {
 	local deadline=$((SECONDS + $1))

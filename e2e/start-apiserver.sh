@@ -143,7 +143,7 @@ compact)
 	etcdctl_ put /longhorn-guard-e2e/bump "$(date +%s)" >/dev/null || die "etcd put failed"
 	etcdctl_ del /longhorn-guard-e2e/bump >/dev/null || die "etcd delete failed"
 	# The header of any read carries the current revision.
-	rev=$(etcdctl_ get /longhorn-guard-e2e/bump -w json | grep -o '"revision":[0-9]*' | head -1 | cut -d: -f2)
+	rev=$(etcdctl_ get /longhorn-guard-e2e/bump -w json | { grep -o '"revision":[0-9]*' || true; } | sed -n 1p | cut -d: -f2)
 	[ -n "$rev" ] || die "cannot read etcd's revision"
 	etcdctl_ compact "$rev" >/dev/null || die "etcd compaction at revision $rev failed"
 	echo "$rev"

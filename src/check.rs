@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::cluster::{snapshot, ClusterView};
 use crate::output::bad_input;
 use crate::policy::drain::confirm;
-use crate::policy::drain::{analyze_node, NodeAnalysis, ReplicaReport, Verdict};
+use crate::policy::drain::{analyze_node, NodeAnalysis};
 use crate::policy::Policy;
 
 /// Arguments of `longhorn-guard check drain`.
@@ -112,7 +112,7 @@ pub async fn run_drain(args: DrainArgs) -> ExitCode {
     let analysis = analyze_node(&view, node, &policy, now);
     let diagnosis = drain::diagnose(&view, &analysis, &scene, args.drain_timeout, now);
     let text = match args.input.output {
-        CheckOutput::Table => render_table(&analysis) + &drain::render::table(node, &diagnosis),
+        CheckOutput::Table => drain::render::report(&analysis, &diagnosis),
         CheckOutput::Json => {
             let json = render_json_with(&analysis, &diagnosis);
             format!("{}\n", serde_json::to_string_pretty(&json).unwrap_or_default())
@@ -188,57 +188,8 @@ pub fn render_json_with(a: &NodeAnalysis, d: &drain::Diagnosis) -> serde_json::V
     v
 }
 
-/// The table: VOLUME, REPLICAS (node:state, `unscheduled:state` without a node), PROTECTING
-/// (elsewhere), VERDICT, REASON; then one line per instance-manager entry no known volume
-/// owns; then a summary line.
+/// The guard's table (per volume, then the instance-manager entries no known volume owns) and
+/// its verdict line, without the doctor's findings.
 pub fn render_table(a: &NodeAnalysis) -> String {
-    let mut rows: Vec<[String; 5]> =
-        vec![["VOLUME".into(), "REPLICAS".into(), "PROTECTING".into(), "VERDICT".into(), "REASON".into()]];
-    for v in &a.volumes {
-        let at =
-            |r: &ReplicaReport| if r.node.is_empty() { "unscheduled".to_string() } else { r.node.clone() };
-        let replicas: Vec<String> = v.replicas.iter().map(|r| format!("{}:{}", at(r), r.state)).collect();
-        let protecting: Vec<String> =
-            v.replicas.iter().filter(|r| r.protecting).map(|r| format!("{}:{}", r.node, r.state)).collect();
-        let mut reason = v.explanation();
-        if let Some(by) = &v.overridden {
-            reason.push_str(&format!(" [override: {by}]"));
-        }
-        rows.push([
-            v.volume.clone(),
-            if replicas.is_empty() { "-".into() } else { replicas.join(",") },
-            if protecting.is_empty() { "-".into() } else { protecting.join(",") },
-            v.verdict.as_str().to_string(),
-            reason,
-        ]);
-    }
-    let mut out = if a.volumes.is_empty() { String::new() } else { crate::output::table(&rows) };
-    for u in &a.unmapped_instances {
-        let verdict = if u.overridden { Verdict::Overridden } else { Verdict::Block };
-        out.push_str(&format!("{}: {} [{}]\n", a.node, u.line(), verdict.as_str()));
-    }
-    let total = a.volumes.len();
-    let blocking = a.blocking().count();
-    let unmapped = a.blocking_unmapped().count();
-    let overridden = a.volumes.iter().filter(|v| v.verdict == Verdict::Overridden).count()
-        + a.overridden_unmapped().count();
-    let checked = crate::decision::count(total, "volume");
-    let mut summary = if blocking > 0 || unmapped > 0 {
-        let on = match (blocking, unmapped) {
-            (b, 0) => format!("{b} of {checked}"),
-            (0, u) => format!("{} ({checked} checked)", crate::policy::drain::waits_for(0, u)),
-            (b, u) => format!("{b} of {checked} and {}", crate::policy::drain::waits_for(0, u)),
-        };
-        format!("{}: a drain would BLOCK on {on}", a.node)
-    } else if total == 0 && a.unmapped_instances.is_empty() {
-        format!("{}: a drain would proceed (no volume has a replica or engine on it)", a.node)
-    } else {
-        format!("{}: a drain would proceed ({checked} checked, none blocking)", a.node)
-    };
-    if overridden > 0 {
-        summary.push_str(&format!("; {overridden} allowed by override"));
-    }
-    out.push_str(&summary);
-    out.push('\n');
-    out
+    drain::render::volumes(a) + &drain::render::verdict(a, None)
 }

@@ -12,9 +12,13 @@ pub struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text", env = "LONGHORN_GUARD_LOG_FORMAT")]
     pub log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `longhorn_guard=debug`.
-    #[arg(long, global = true, default_value = "info", env = "LONGHORN_GUARD_LOG", value_parser = log_filter)]
-    pub log_level: String,
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `longhorn_guard=debug`; wins over
+    /// `-v`. Default: `info` for `serve` and `gate`, `warn` for the operator's commands.
+    #[arg(long, global = true, env = "LONGHORN_GUARD_LOG", value_parser = log_filter)]
+    pub log_level: Option<String>,
+    /// Log more: `-v` logs at `info`, `-vv` at `debug` (when `--log-level` is not given).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -125,9 +129,27 @@ fn log_filter(s: &str) -> Result<String, String> {
         .map_err(|e| format!("not a log filter (e.g. `info`, `longhorn_guard=debug`): {e}"))
 }
 
+impl Cli {
+    /// The log filter in force: `--log-level` (or `LONGHORN_GUARD_LOG`), else `-v`'s level, else
+    /// the command's default. `serve` and `gate` run unattended and log their work at `info`;
+    /// an operator's command prints its answer on stdout and logs only warnings and errors
+    /// unless asked.
+    pub fn log_filter(&self) -> &str {
+        match (&self.log_level, self.verbose) {
+            (Some(filter), _) => filter,
+            (None, 0) => match self.command {
+                Command::Serve(_) | Command::Gate(_) => "info",
+                _ => "warn",
+            },
+            (None, 1) => "info",
+            (None, _) => "debug",
+        }
+    }
+}
+
 /// Installs logging, builds the runtime and runs the subcommand.
 pub fn run(cli: Cli) -> ExitCode {
-    init_logging(cli.log_format, &cli.log_level);
+    init_logging(cli.log_format, cli.log_filter());
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -186,5 +208,31 @@ mod tests {
             ["LONGHORN_GUARD_TLS_CERT", "LONGHORN_GUARD_TLS_KEY"]
         );
         assert!(env_overridden_by_flags(&args(&["serve", "--tls-directory", "x", "--state", "s"])).is_empty());
+    }
+
+    #[test]
+    fn operator_commands_log_warnings_unless_asked_and_serve_logs_its_work() {
+        // As if LONGHORN_GUARD_LOG were unset, unless the arguments give --log-level.
+        let filter = |a: &[&str]| {
+            let mut cli =
+                Cli::try_parse_from(std::iter::once("longhorn-guard").chain(a.iter().copied())).unwrap();
+            if !a.contains(&"--log-level") {
+                cli.log_level = None;
+            }
+            cli.log_filter().to_string()
+        };
+        let drain = ["check", "drain", "node-1", "--wait"];
+        assert_eq!(filter(&drain), "warn");
+        assert_eq!(filter(&["-v", "check", "drain", "node-1", "--wait"]), "info");
+        assert_eq!(filter(&["check", "drain", "node-1", "--wait", "-vv"]), "debug");
+        assert_eq!(filter(&["--log-level", "trace", "-v", "check", "cluster"]), "trace");
+        for cmd in
+            [&["check", "cluster"][..], &["review", "--state", "s"], &["lint", "x"], &["certs", "--out", "d"]]
+        {
+            assert_eq!(filter(cmd), "warn", "{cmd:?}");
+        }
+        assert_eq!(filter(&["serve", "--tls-dir", "d"]), "info");
+        assert_eq!(filter(&["gate", "--networks", "n"]), "info");
+        assert_eq!(filter(&["--log-level", "warn", "serve", "--tls-dir", "d"]), "warn");
     }
 }

@@ -32,6 +32,8 @@ run_checks() {
 
 # summary: the figures gathered so far, the failures, "N passed, N failed"; status 1 on a failure.
 summary() {
+	# shellcheck disable=SC2034 # read by e2e/cluster.sh (stopped_summary)
+	SUMMARY_PRINTED=1
 	log "summary"
 	[ -f "$GUARD_IMAGE_TAR" ] && printf '    image: %s bytes (%s)\n' "$(stat -c %s "$GUARD_IMAGE_TAR")" "$GUARD_IMAGE"
 	printf '    container start to /readyz 200: %s s\n' "${READY_SECONDS:-?}"

@@ -30,7 +30,7 @@ doc_workload() {
 		$3
 	EOF
 }
-pod_of() { k -n default get pods -l "app=$1" --field-selector="spec.nodeName=$DOC_NODE" -o jsonpath='{.items[0].metadata.name}'; }
+pod_of() { value k -n default get pods -l "app=$1" --field-selector="spec.nodeName=$DOC_NODE" -o jsonpath='{.items[*].metadata.name}' | awk '{print $1}'; }
 pdb_at_zero() { [ "$(k -n "$1" get pdb "$2" -o jsonpath='{.status.observedGeneration}/{.status.disruptionsAllowed}')" = 1/0 ]; }
 
 check_doctor() {
@@ -41,11 +41,16 @@ check_doctor() {
 	doc_workload Deployment doctor-web "      nodeSelector: {kubernetes.io/hostname: $DOC_NODE}"
 	doc_workload Deployment doctor-cache "      nodeSelector: {kubernetes.io/hostname: $DOC_NODE}
       volumes: [{name: scratch, emptyDir: {}}]"
-	labels=$(k -n "$LH_NS" get pod "$im" -o json | python3 -c '
+	labels=$(value k -n "$LH_NS" get pod "$im" -o json | python3 -c '
 import json, sys
 fixture = json.load(open(sys.argv[1]))["spec"]["selector"]["matchLabels"]
 labels = json.load(sys.stdin)["metadata"]["labels"]
-print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtures/longhorn/pdb-instance-manager.json")
+print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtures/longhorn/pdb-instance-manager.json" || true)
+	if [ -z "$labels" ]; then
+		fail "f: $im has the labels of Longhorn's budget"
+		doctor_cluster_cleanup
+		return 0
+	fi
 	doctor_budgets "$im" "$labels" doctor-web
 	for d in doctor-web doctor-cache; do
 		k -n default rollout status "deployment/$d" --timeout=90s >/dev/null || fail "deployment $d available"
@@ -65,7 +70,7 @@ print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtu
 	run "$GUARD_BIN" check drain "$DOC_NODE"
 	sed -n "/^$DOC_NODE: beyond/,\$p" <<<"$OUT" | sed 's/^/    /'
 	check "check drain $DOC_NODE exits 1: the budgets block" rc_is 1
-	check "longhorn-guard's own verdict on $DOC_NODE is to proceed" has "$DOC_NODE: a drain would proceed"
+	check "longhorn-guard's own verdicts on $DOC_NODE block no volume" has "checked, none blocking)"
 	check "Longhorn's budget $im is named stale, with Longhorn's source" \
 		finding BLOCK longhorn-pdb-stale "poddisruptionbudget $LH_NS/$im: Longhorn's budget for instance manager $im, stale: no replica or engine on $DOC_NODE needs it, yet it is still there on the cordoned node; Longhorn deletes it only when canDeleteInstanceManagerPDB passes"
 	check "its remedy: delete it, safe by the guard's analysis" \
@@ -74,9 +79,13 @@ print(json.dumps({key: labels[key] for key in fixture}))' "$ROOT/../shared/fixtu
 		finding BLOCK pdb-at-zero "poddisruptionbudget default/doctor-web: selector app=doctor-web covers default/$web on $DOC_NODE; disruptionsAllowed 0 (minAvailable 1; currentHealthy 1, desiredHealthy 1, expectedPods 1)"
 	check "the DaemonSet pod needs --ignore-daemonsets" finding flag daemonset-pod "pod default/$agent: managed by DaemonSet doctor-agent"
 	check "the emptyDir pod needs --delete-emptydir-data" finding flag emptydir-pod "pod default/$cache: has emptyDir volume scratch"
-	check "the one kubectl drain command line, with both flags" \
-		has "$DOC_NODE: drain with: kubectl drain $DOC_NODE --ignore-daemonsets --delete-emptydir-data"
-	check "the summary counts both budgets" has "$DOC_NODE: a drain would also BLOCK on 2 PodDisruptionBudgets"
+	check "the flags it needs are in the remedies" \
+		all "has 'remedy: kubectl drain $DOC_NODE --ignore-daemonsets'" "has 'remedy: kubectl drain $DOC_NODE --delete-emptydir-data'"
+	check "one verdict line counts both budgets, and no command line while the drain would block" \
+		all "has '$DOC_NODE: a drain would BLOCK on 2 PodDisruptionBudgets ('" "lacks 'drain with:'"
+	run "$GUARD_BIN" check drain "$DOC_NODE" --output json
+	check "the one kubectl drain command line, with both flags, in the JSON" \
+		has "\"kubectlDrain\": \"kubectl drain $DOC_NODE --ignore-daemonsets --delete-emptydir-data"
 
 	# The same budget once a volume's last healthy replica is on the node: needed, keep it.
 	lh volume vol-doctor --replicas node-1=rebuilding,node-2=healthy

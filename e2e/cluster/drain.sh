@@ -54,7 +54,7 @@ check_blocked_drain() {
 	t_first=$(now_s)
 	wait_for 30 denials_at_least node-2 3 || true
 	n=$(denials node-2)
-	grep -m1 -A2 'longhorn-guard: draining' "$DIR/drain-node-2.log" | sed 's/^/    drain: /'
+	matching -m1 -A2 'longhorn-guard: draining' "$DIR/drain-node-2.log" | sed 's/^/    drain: /'
 	check "kubectl drain prints the 429 and retries ($n denials seen, every 5 s)" test "$n" -ge 2
 	check "the instance manager still runs while denied" im_task_running node-2 "$im"
 	lh heal vol-a node-1
@@ -95,7 +95,12 @@ check_attached_drain() {
 		      containers: [{name: app, image: "$IM_IMAGE", imagePullPolicy: Never}]
 	EOF
 	k -n default rollout status deployment/workload-b --timeout=90s >/dev/null || fail "workload-b running"
-	wpod=$(k -n default get pods -l app=workload-b -o jsonpath='{.items[0].metadata.name}')
+	wpod=$(value k -n default get pods -l app=workload-b -o jsonpath='{.items[*].metadata.name}' | awk '{print $1}')
+	if [ -z "$wpod" ]; then
+		fail "b: workload-b has a pod"
+		k -n default delete deployment workload-b --wait=false >/dev/null
+		return 0
+	fi
 	lh volume vol-b --replicas node-1=healthy,node-2=healthy --attached node-1 --workload "default/$wpod"
 	wait_for 30 view_has vol-b node-1 || fail "the guard's view has vol-b blocking node-1"
 	im=$(im_of node-1)
@@ -105,7 +110,7 @@ check_attached_drain() {
 	t_wgone=$(now_s)
 	held=$(pod_exists "$LH_NS" "$im" && echo yes || echo no)
 	wait_for 15 drain_says node-1 "vol-b" || true
-	grep -m1 -A1 'longhorn-guard: draining node-1' "$DIR/drain-node-1.log" | sed 's/^/    drain: /'
+	matching -m1 -A1 'longhorn-guard: draining node-1' "$DIR/drain-node-1.log" | sed 's/^/    drain: /'
 	check "the guard held the instance manager while vol-b's engine ran (pod present at workload gone: $held)" \
 		all '[ "$held" = yes ]' 'drain_says node-1 vol-b'
 	lh detach vol-b

@@ -7,10 +7,10 @@ STORAGE_NET='[{"namespace":"kube-system","name":"storage-net","interface":"lhnet
 GATE_NODE=node-2
 
 log_time() { # POD CONTAINER PATTERN: the kubelet's timestamp of the first log line matching
-	k -n "$LH_NS" logs --timestamps "$1" -c "$2" 2>/dev/null | grep -m1 -- "$3" | cut -d' ' -f1
+	value k -n "$LH_NS" logs --timestamps "$1" -c "$2" | matching -m1 -- "$3" | cut -d' ' -f1
 }
 multus_time() { # POD WORD: the stand-in's time of its "ADD" or "annotated" line for POD
-	grep -h "^$2 $LH_NS/$1 " "$DIR"/node-*/multus.log 2>/dev/null | tail -1 | awk '{print $NF}'
+	matching -h "^$2 $LH_NS/$1 " "$DIR"/node-*/multus.log 2>/dev/null | tail -1 | awk '{print $NF}'
 }
 pod_phase() { k -n "$LH_NS" get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 phase_is() { [ "$(pod_phase "$1")" = "$2" ]; }
@@ -45,17 +45,17 @@ gate_never_case() { # POD [WHAT]
 	local pod=$1 w=${2:-never} out started finished
 	wait_for 120 phase_is "$pod" Failed || true
 	check "$w: the pod failed (restartPolicy Never: Longhorn recreates it)" phase_is "$pod" Failed
-	started=$(k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.initContainerStatuses[0].state.terminated.startedAt}')
-	finished=$(k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.initContainerStatuses[0].state.terminated.finishedAt}')
+	started=$(value k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.initContainerStatuses[*].state.terminated.startedAt}' | awk '{print $1}')
+	finished=$(value k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.initContainerStatuses[*].state.terminated.finishedAt}' | awk '{print $1}')
 	printf '    %s: the gate ran %s s (gate.timeout 60s)\n' "$w" "$(secs "$(epoch "$started")" "$(epoch "$finished")")"
 	GATE_FIGURES+=("$w: failed after $(secs "$(epoch "$started")" "$(epoch "$finished")") s")
 	check "$w: the main container never started (no pod-IP-only instance manager)" test -z \
 		"$(k -n "$LH_NS" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.running}{.status.containerStatuses[0].state.terminated.startedAt}')"
-	out=$(k -n "$LH_NS" describe pod "$pod")
-	grep -m1 'storage network' <<<"$out" | sed 's/^ */    describe: /' | cut -c1-300
+	out=$(value k -n "$LH_NS" describe pod "$pod")
+	matching -m1 'storage network' <<<"$out" | sed 's/^ */    describe: /' | cut -c1-300
 	check "$w: kubectl describe names the storage network and the remedy" \
 		all 'grep -q "kube-system/storage-net" <<<"$out"' 'grep -q "Longhorn recreates it" <<<"$out"'
-	out=$(k -n "$LH_NS" logs "$pod" -c longhorn-guard-gate 2>&1)
+	out=$(k -n "$LH_NS" logs "$pod" -c longhorn-guard-gate 2>&1 || true)
 	check "$w: the gate's log names the network and the missing annotation" \
 		all 'grep -q "kube-system/storage-net" <<<"$out"' 'grep -q "network-status is absent" <<<"$out"'
 }
@@ -90,8 +90,8 @@ downward_refresh() {
 	k -n default annotate --overwrite pod downward-probe probe=2 >/dev/null
 	t2=$(now_s)
 	wait_for 120 eval 'k -n default logs downward-probe -c main 2>/dev/null | grep -q "seen 2"' || true
-	s1=$(k -n default logs --timestamps downward-probe -c init | grep -m1 'seen 1' | cut -d' ' -f1)
-	s2=$(k -n default logs --timestamps downward-probe -c main | grep -m1 'seen 2' | cut -d' ' -f1)
+	s1=$(value k -n default logs --timestamps downward-probe -c init | matching -m1 'seen 1' | cut -d' ' -f1)
+	s2=$(value k -n default logs --timestamps downward-probe -c main | matching -m1 'seen 2' | cut -d' ' -f1)
 	check "downward API file refreshed during an init container and a regular one" all '[ -n "$s1" ]' '[ -n "$s2" ]'
 	DOWNWARD="init container $(secs "$t1" "$(epoch "$s1")") s, regular container $(secs "$t2" "$(epoch "$s2")") s"
 	printf '    downward-API refresh after kubectl annotate: %s\n' "$DOWNWARD"

@@ -54,8 +54,8 @@ install_guard() {
 	guard_pods | sed 's/^/    pod node ip: /'
 	check "replicas on different nodes (preferred anti-affinity)" test "$(guard_pods | awk '{print $2}' | sort -u | wc -l)" = 2
 	for pod in $(guard_pods | awk '{print $1}'); do
-		started=$(k -n "$GUARD_NS" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.running.startedAt}')
-		ready=$(k -n "$GUARD_NS" get pod "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")].lastTransitionTime}')
+		started=$(value k -n "$GUARD_NS" get pod "$pod" -o jsonpath='{.status.containerStatuses[*].state.running.startedAt}')
+		ready=$(value k -n "$GUARD_NS" get pod "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")].lastTransitionTime}')
 		printf '    %s: container started %s, Ready %s (%s s; probe period 5 s)\n' "$pod" "$started" "$ready" "$(secs "$(epoch "$started")" "$(epoch "$ready")")"
 	done
 	run k label --dry-run=server --overwrite namespace "$GUARD_NS" pod-security.kubernetes.io/enforce=restricted
@@ -63,9 +63,9 @@ install_guard() {
 	check "webhooks are called through the Service (clientConfig.service, no url)" test \
 		"$(k get validatingwebhookconfiguration longhorn-guard -o jsonpath='{range .webhooks[*]}{.clientConfig.service.name}{.clientConfig.url}{" "}{end}')" \
 		= "$(printf 'longhorn-guard %.0s' 1 2 3 4 5 6 7)"
-	ip=$(svc_ip)
+	ip=$(value svc_ip)
 	printf '    Service ClusterIP %s: %s\n' "$ip" "$(ip -o route get "$ip" | head -1 | sed 's/  */ /g')"
-	OUT=$(svc_curl /metrics)
+	OUT=$(value svc_curl /metrics)
 	check "/metrics through the Service ($ip:443): view synced" has "longhorn_guard_cluster_view_synced 1"
 	ready_timing
 }
@@ -75,7 +75,11 @@ install_guard() {
 ready_timing() {
 	local before old new= ip= t_ready first
 	before=$(guard_pods | awk '{print $1}')
-	old=$(head -1 <<<"$before")
+	old=$(sed -n 1p <<<"$before")
+	[ -n "$old" ] || {
+		fail "a guard replica to replace"
+		return
+	}
 	k -n "$GUARD_NS" delete pod "$old" --wait=false >/dev/null
 	for _ in $(seq 1 600); do
 		read -r new ip < <(guard_pods | awk '$3 != "" {print $1, $3}' | grep -vwF -f <(printf '%s\n' "$before")) || true
@@ -93,9 +97,9 @@ ready_timing() {
 	t_ready=$(date +%s.%N)
 	# awk reads the whole log: `head -1` would leave kubectl writing into a closed pipe
 	# (SIGPIPE, exit 141), which pipefail turns into a stop once the log outgrows a pipe buffer.
-	first=$(k -n "$GUARD_NS" logs --timestamps "$new" | awk 'NR == 1 {print $1}')
+	first=$(value k -n "$GUARD_NS" logs --timestamps "$new" | awk 'NR == 1 {print $1}')
 	READY_SECONDS=$(secs "$(epoch "$first")" "$t_ready")
 	printf '    %s: first log line %s, /readyz 200 after %s s\n' "$new" "$first" "$READY_SECONDS"
-	k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null
+	k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null || true
 	check "replacement replica: container start to /readyz 200 in $READY_SECONDS s" test "$(svc_curl /readyz 8443 "$ip")" = ok
 }

@@ -71,6 +71,10 @@ check_rollout() {
 
 	spread_guard
 	node=$(guard_pods | awk 'NR == 1 {print $2}')
+	if [ -z "$node" ]; then
+		fail "c: a guard replica on a node to drain"
+		return 0
+	fi
 	other=$(other_node "$node")
 	log "c. the same while draining $node, which hosts one guard replica"
 	load_start drain-one "$(im_of "$other")"

@@ -49,6 +49,8 @@ run_checks_multus() {
 }
 
 summary() {
+	# shellcheck disable=SC2034 # read by e2e/cluster.sh (stopped_summary)
+	SUMMARY_PRINTED=1
 	log "summary"
 	for f in "${LH_FIGURES[@]}"; do printf '    %s\n' "$f"; done
 	for f in "${FAILURES[@]}"; do printf 'FAIL - %s\n' "$f"; done

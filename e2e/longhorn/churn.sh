@@ -20,16 +20,24 @@ api_post_eviction() { # POD: a dry-run eviction as the cluster admin; prints "CO
 }
 
 check_churn() {
-	local vol=vol-e x y im stop t0 counts allowed
+	local vol=vol-e x y im yim stop t0 counts allowed
 	log "e. no false allow through Longhorn's churn (manager pods and an instance manager restarted)"
 	lh_setting node-drain-policy always-allow
 	lh_volume "$vol" 1 268435456
 	wait_for 60 vol_is "$vol" detached/unknown || true
 	lh_attach "$vol" node-1
 	wait_for 120 vol_is "$vol" attached/healthy || fail "$vol attached and healthy"
-	x=$(replica_nodes "$vol" | head -1)
+	x=$(replica_nodes "$vol" | sed -n 1p)
 	y=$(other_node "$x")
 	im=$(im_pod_on "$x")
+	yim=$(im_pod_on "$y")
+	if [ -z "$im" ] || [ -z "$yim" ]; then
+		fail "e: $vol has a replica node with an instance manager, and another node has one ('$x': '$im', '$y': '$yim')"
+		lh_detach "$vol"
+		lh_delete_volume "$vol"
+		lh_setting node-drain-policy block-if-contains-last-replica
+		return 0
+	fi
 	printf '    %s: last healthy replica on %s (instance manager %s); restarting managers and %s instance manager\n' "$vol" "$x" "$im" "$y"
 	stop=$DIR/churn.stop
 	rm -f "$stop"
@@ -39,7 +47,7 @@ check_churn() {
 	sleep 3
 	lhk delete pod -l app=longhorn-manager --wait=false >/dev/null
 	sleep 5
-	lhk delete pod "$(im_pod_on "$y")" --wait=false >/dev/null
+	lhk delete pod "$yim" --wait=false --ignore-not-found >/dev/null
 	wait_for 240 managers_ready || fail "managers Ready again"
 	wait_for 240 ims_running || fail "instance managers running again"
 	wait_for 120 vol_is "$vol" attached/healthy || true
@@ -69,6 +77,11 @@ check_10833() {
 	wait_for 120 vol_is "$vol" detached/unknown || true
 	read -r p q <<<"$(replica_nodes "$vol" | tr '\n' ' ')"
 	r=$q
+	if [ -z "$p" ] || [ -z "$q" ]; then
+		fail "d: $vol has replicas on two nodes ('$p', '$q')"
+		lh_delete_volume "$vol"
+		return 0
+	fi
 	printf '    %s detached, replicas on %s and %s; deleting Node %s, then draining %s\n' "$vol" "$p" "$q" "$p" "$r"
 	# The node is gone for good: its kubelet first, as when a machine is removed.
 	stop_named "kubelet-${p#node-}"
@@ -79,7 +92,7 @@ check_10833() {
 	k cordon "$r" >/dev/null
 	sleep 6
 	k drain "$r" "${DRAIN_FLAGS[@]:0:2}" --timeout=60s >"$DIR/drain-d.log" 2>&1 && rc=0 || rc=$?
-	grep -m3 -E 'evict|error' "$DIR/drain-d.log" | cut -c1-220 | sed 's/^/    drain: /'
+	matching -m3 -E 'evict|error' "$DIR/drain-d.log" | cut -c1-220 | sed 's/^/    drain: /'
 	figure "d. after deleting $p: kubectl drain $r exit $rc; Longhorn budgets: $(lhk get pdb --no-headers 2>/dev/null | awk '{print $1 " allowed=" $4}' | tr '\n' ' ')"
 	# What the managers log about it, each distinct error once.
 	lhk logs -l app=longhorn-manager --since=180s --tail=-1 2>/dev/null | grep -E 'level=(error|warning)' |

@@ -9,12 +9,17 @@ POLICIES=(block-if-contains-last-replica allow-if-replica-is-stopped always-allo
 DRAIN_TABLE=()
 B_DRAIN_TIMEOUT=${B_DRAIN_TIMEOUT:-45}
 
-im_pod_on() { lhk get pods -l longhorn.io/component=instance-manager --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}'; }
+# im_pod_on NODE: the name of the (first) instance-manager pod on NODE, or nothing.
+im_pod_on() {
+	[ -n "$1" ] || return 0 # no node: no selector that would match every node's pod
+	value lhk get pods -l longhorn.io/component=instance-manager --field-selector "spec.nodeName=$1" \
+		-o jsonpath='{.items[*].metadata.name}' | awk '{print $1}'
+}
 # pdb_says NODE: Longhorn's budget for NODE's instance manager: "absent" or "allowed=N".
 pdb_says() {
 	local im
-	im=$(lhk get instancemanagers.longhorn.io -l "longhorn.io/node=$1" -o jsonpath='{.items[0].metadata.name}')
-	if lhk get pdb "$im" >/dev/null 2>&1; then
+	im=$(value lhk get instancemanagers.longhorn.io -l "longhorn.io/node=$1" -o jsonpath='{.items[*].metadata.name}' | awk '{print $1}')
+	if [ -n "$im" ] && lhk get pdb "$im" >/dev/null 2>&1; then
 		echo "allowed=$(jp pdb "$im" '{.status.disruptionsAllowed}')"
 	else
 		echo absent
@@ -48,7 +53,15 @@ one_drain() {
 	# Attach once wherever Longhorn likes, so the replica exists and has run; then X is its node.
 	lh_attach "$vol" node-1
 	wait_for 120 vol_is "$vol" attached/healthy || fail "$vol attached and healthy"
-	x=$(replica_nodes "$vol" | head -1)
+	x=$(replica_nodes "$vol" | sed -n 1p)
+	if [ -z "$x" ]; then
+		fail "$policy, $mode: $vol has a replica on a node to drain ($(vol_state "$vol"))"
+		DRAIN_TABLE+=("| $policy | $mode | - | - | - | not run: no replica |")
+		lh_detach "$vol"
+		lh_delete_volume "$vol"
+		wait_for 120 vol_gone "$vol" || true
+		return 0
+	fi
 	if [ "$mode" = attached ]; then
 		y=$(attach_away "$vol" "$x")
 	else
@@ -76,7 +89,7 @@ one_drain() {
 	printf '    %s %s: X=%s, Longhorn PDB %s, guard 429s %s, PDB refusals %s, %s; replica now on %s\n' \
 		"$policy" "$mode" "$x" "$pdb" "$guard" "$lh_refused" "$outcome" "$(replica_nodes "$vol" | tr '\n' ' ')"
 	# What kubectl printed, each distinct line once (pod names and the guard's reasons kept).
-	sed -E 's/^(error when evicting pods\/"[^"]*" -n "[^"]*") \(will retry after 5s\): /\1: /' "$log" | sort | uniq -c | sort -rn | head -8 | cut -c1-400 | sed 's/^/      kubectl: /'
+	sed -E 's/^(error when evicting pods\/"[^"]*" -n "[^"]*") \(will retry after 5s\): /\1: /' "$log" | sort | uniq -c | sort -rn | sed -n 1,8p | cut -c1-400 | sed 's/^/      kubectl: /'
 	check "$policy, $mode: no drain strands the last healthy replica (stranded: $stranded)" test "$stranded" = no
 	if [ "$policy" = always-allow ]; then
 		check "$policy, $mode: the guard holds where Longhorn allows" test "$guard" -gt 0

@@ -6,7 +6,7 @@
 LH_FIGURES=()
 lhk() { k -n "$LH_NS" "$@"; }
 figure() { LH_FIGURES+=("$1"); printf '    %s\n' "$1"; }
-jp() { lhk get "$1" "$2" -o jsonpath="$3" 2>/dev/null; }
+jp() { value lhk get "$1" "$2" -o jsonpath="$3"; }
 lh_setting() { lhk patch settings.longhorn.io "$1" --type merge -p "{\"value\":\"$2\"}" >/dev/null; }
 managers_ready() { [ "$(lhk get ds longhorn-manager -o jsonpath='{.status.numberReady}')" = "$NODES" ]; }
 lh_nodes_ready() {
@@ -20,7 +20,7 @@ def ok(n):
         {x["type"]: x["status"] for x in d.get("conditions", [])}.get("Schedulable") == "True" for d in disks.values())
 print(sum(ok(n) for n in items))')" = "$NODES" ]
 }
-engine_image_deployed() { [ "$(lhk get engineimages.longhorn.io -o jsonpath='{.items[0].status.state}')" = deployed ]; }
+engine_image_deployed() { [ "$(value lhk get engineimages.longhorn.io -o jsonpath='{.items[*].status.state}' | awk '{print $1}')" = deployed ]; }
 ims_running() { [ "$(lhk get instancemanagers.longhorn.io -o jsonpath='{range .items[*]}{.status.currentState}{"\n"}{end}' | grep -c '^running$')" -ge "$NODES" ]; }
 
 # lh_volume NAME REPLICAS [SIZE]: a v1 Volume; Longhorn's webhook fills in the rest.
@@ -42,7 +42,7 @@ lh_detach() { lhk patch volumeattachments.longhorn.io "$1" --type merge -p '{"sp
 vol_is() { [ "$(jp volumes.longhorn.io "$1" '{.status.state}/{.status.robustness}')" = "$2" ]; }
 vol_state() { jp volumes.longhorn.io "$1" '{.status.state}/{.status.robustness}'; }
 # replicas VOLUME: "name node state" per replica.
-replicas() { lhk get replicas.longhorn.io -l "longhornvolume=$1" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeID} {.status.currentState}{"\n"}{end}'; }
+replicas() { value lhk get replicas.longhorn.io -l "longhornvolume=$1" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeID} {.status.currentState}{"\n"}{end}'; }
 replica_nodes() { replicas "$1" | awk '{print $2}' | sort -u; }
 lh_delete_volume() { lhk delete volumes.longhorn.io "$1" --wait=false >/dev/null 2>&1 || true; }
 vol_gone() { ! lhk get volumes.longhorn.io "$1" >/dev/null 2>&1; }

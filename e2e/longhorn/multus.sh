@@ -112,23 +112,29 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
 	check "every instance manager runs with an IP on $STOR_NET, the one Longhorn uses" ims_on_storage
 }
 
-# im_pod_of NODE: the name of the instance-manager pod on NODE.
-im_pod_of() { lhk get pods -l longhorn.io/component=instance-manager --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}' 2>/dev/null; }
+# im_pod_of NODE: the name of the instance-manager pod on NODE, or nothing (drains.sh).
+im_pod_of() { im_pod_on "$1"; }
 # storage_ip POD: its storage interface's IP from the Multus status Longhorn reads (network-status,
 # else networks-status), "-" if neither has it.
 storage_ip() {
-	lhk get pod "$1" -o json 2>/dev/null | python3 -c '
+	value lhk get pod "$1" -o json | python3 -c '
 import json, sys
-a = json.load(sys.stdin)["metadata"].get("annotations", {})
+try:
+    a = json.load(sys.stdin)["metadata"].get("annotations", {})
+except ValueError:
+    a = {}  # no such pod
 raw = a.get("k8s.v1.cni.cncf.io/network-status") or a.get("k8s.v1.cni.cncf.io/networks-status") or "[]"
 ips = [ip for n in json.loads(raw) if n.get("interface") == sys.argv[1] for ip in n.get("ips", [])]
 print(ips[0] if ips else "-")' "$STOR_IF"
 }
 # status_keys POD: which of the two Multus status keys the pod carries.
 status_keys() {
-	lhk get pod "$1" -o json 2>/dev/null | python3 -c '
+	value lhk get pod "$1" -o json | python3 -c '
 import json, sys
-a = json.load(sys.stdin)["metadata"].get("annotations", {})
+try:
+    a = json.load(sys.stdin)["metadata"].get("annotations", {})
+except ValueError:
+    a = {}  # no such pod
 print(" ".join(k.split("/")[1] for k in sys.argv[1:] if k in a) or "none")' "$NETWORK_STATUS" "$NETWORKS_STATUS"
 }
 # im_table: node, pod, pod IP, storage IP, status keys, state of each instance manager.

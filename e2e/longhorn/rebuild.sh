@@ -24,9 +24,12 @@ pace() { # on|off: tc on every node bridge (egress towards that node's pods)
 }
 # rebuild_sample VOLUME: "mode map | rebuild status" of its engine, one line.
 rebuild_sample() {
-	lhk get engines.longhorn.io -l "longhornvolume=$1" -o json | python3 -c '
+	value lhk get engines.longhorn.io -l "longhornvolume=$1" -o json | python3 -c '
 import json, sys
-items = json.load(sys.stdin)["items"]
+try:
+    items = json.load(sys.stdin)["items"]
+except ValueError:
+    items = []  # the API server did not answer this time
 e = items[0]["status"] if items else {}
 modes = " ".join("%s=%s" % kv for kv in sorted((e.get("replicaModeMap") or {}).items()))
 rs = []
@@ -52,10 +55,20 @@ check_rebuild() {
 	f=$(replicas "$vol" | awk -v x="$x" '$2 != x {print $1; exit}')
 	replicas "$vol" | sed 's/^/    replica: /'
 	printf '    engine on %s; X=%s keeps the last healthy replica once %s fails\n' "$e" "$x" "$f"
+	if [ -z "$e" ] || [ -z "$x" ] || [ -z "$f" ]; then
+		fail "c: $vol has its engine, a replica elsewhere (X) and one to fail ($(vol_state "$vol"))"
+		lh_detach "$vol"
+		lh_delete_volume "$vol"
+		return 0
+	fi
 	head -c "$((C_DATA_MB * 1024 * 1024))" /dev/urandom >"$DIR/vol-c.data"
 	for r in $(replicas "$vol" | awk '{print $1}'); do
 		dir=$(replica_dir "$r")
-		head=$(ls "$dir"/volume-head-*.img | tail -1)
+		head=$(value ls "$dir"/volume-head-*.img | tail -n1)
+		[ -n "$head" ] || {
+			fail "c: replica $r has a head file to write into (in '$dir')"
+			continue
+		}
 		dd if="$DIR/vol-c.data" of="$head" bs=1M conv=notrunc,fsync status=none
 		printf '    wrote %s MiB into %s (%s allocated)\n' "$C_DATA_MB" "$head" "$(du -h "$head" | cut -f1)"
 	done
@@ -83,7 +96,7 @@ check_rebuild() {
 		sleep 1
 	done
 	wait "$wpid" || true
-	read -r wait_rc t_wait_done <"$DIR/wait-c.done"
+	read -r wait_rc t_wait_done <"$DIR/wait-c.done" || true
 	# One sample line per change of the engine's rebuild status.
 	awk '{k = $0; sub(/^[^ ]+ [^ ]+ /, "", k); if (k != last) print; last = k}' "$DIR/rebuild-c.log" | sed 's/^/    engine: /'
 	sed 's/^/    check drain --wait: /' "$DIR/wait-c.log"

@@ -28,16 +28,16 @@ tl() { # EVENT...: one timeline line, seconds from T0, kept for the summary in $
 }
 not() { ! "$@"; }
 has_flat() { tr -s ' \n' '  ' <<<"$OUT" | grep -qF -- "$1"; }
-pod_uid() { lhk get pod "$1" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
-pod_ip() { lhk get pod "$1" -o jsonpath='{.status.podIP}' 2>/dev/null; }
+pod_uid() { value lhk get pod "$1" -o jsonpath='{.metadata.uid}'; }
+pod_ip() { value lhk get pod "$1" -o jsonpath='{.status.podIP}'; }
 new_pod() { local u; u=$(pod_uid "$1"); [ -n "$u" ] && [ "$u" != "$2" ]; }
 has_sandbox() { [ -n "$(pod_ip "$1")" ]; }
-im_state() { lhk get instancemanagers.longhorn.io "$1" -o jsonpath='{.status.currentState}' 2>/dev/null; }
+im_state() { value lhk get instancemanagers.longhorn.io "$1" -o jsonpath='{.status.currentState}'; }
 im_running() { [ "$(im_state "$1")" = running ] && [ "$(lhk get pod "$1" -o jsonpath='{.status.phase}' 2>/dev/null)" = Running ]; }
 lh_node_sched() { lhk patch nodes.longhorn.io "$1" --type merge -p "{\"spec\":{\"allowScheduling\":$2}}" >/dev/null; }
-gate_exit() { lhk get pod "$1" -o jsonpath='{.status.initContainerStatuses[?(@.name=="longhorn-guard-gate")].state.terminated.exitCode}' 2>/dev/null; }
+gate_exit() { value lhk get pod "$1" -o jsonpath='{.status.initContainerStatuses[?(@.name=="longhorn-guard-gate")].state.terminated.exitCode}'; }
 gate_done() { [ -n "$(gate_exit "$1")" ]; }
-gate_msg() { lhk logs "$1" -c longhorn-guard-gate 2>/dev/null | grep "${2:-.}" | tail -1 | sed 's/.*longhorn_guard::gate: //' | cut -c1-200; }
+gate_msg() { value lhk logs "$1" -c longhorn-guard-gate | matching "${2:-.}" | tail -1 | sed 's/.*longhorn_guard::gate: //' | cut -c1-200; }
 keys_are() { [ "$(status_keys "$1")" = "$2" ]; }
 guard_gone() { [ -z "$(k -n "$GUARD_NS" get pods -l "$GUARD_SEL" -o name 2>/dev/null)" ]; }
 has_gate() { lhk get pod "$1" -o jsonpath='{.spec.initContainers[*].name}' 2>/dev/null | grep -qw longhorn-guard-gate; }
@@ -50,9 +50,12 @@ replica_table() {
 replica_on() { grep -q " $1 .*storageIP=$2" <<<"$(replica_table)"; }
 # engine_addrs: the replica addresses vol-f's engine dials, and its storage IP.
 engine_addrs() {
-	lhk get engines.longhorn.io -l longhornvolume=vol-f -o json | python3 -c '
+	value lhk get engines.longhorn.io -l longhornvolume=vol-f -o json | python3 -c '
 import json, sys
-items = json.load(sys.stdin)["items"]
+try:
+    items = json.load(sys.stdin)["items"]
+except ValueError:
+    items = []  # the API server did not answer this time
 e = items[0] if items else {"spec": {}, "status": {}}
 print("engine storageIP=%s replicas: %s" % (e["status"].get("storageIP") or "-",
       " ".join("%s=%s" % kv for kv in sorted((e["spec"].get("replicaAddressMap") or {}).items())) or "-"))'
@@ -71,7 +74,11 @@ f_volume() {
 	check "vol-f attached on node-1 and healthy ($(vol_state vol-f))" vol_is vol-f attached/healthy
 	head -c "$((F_DATA_MB * 1024 * 1024))" /dev/urandom >"$DIR/vol-f.data"
 	for r in $(replicas vol-f | awk '{print $1}'); do
-		head=$(ls "$(replica_dir "$r")"/volume-head-*.img | tail -1)
+		head=$(value ls "$(replica_dir "$r")"/volume-head-*.img | tail -n1)
+		[ -n "$head" ] || {
+			fail "s0: replica $r of vol-f has a head file to write into"
+			continue
+		}
 		dd if="$DIR/vol-f.data" of="$head" bs=1M conv=notrunc,fsync status=none
 	done
 	rm -f "$DIR/vol-f.data"
@@ -86,6 +93,10 @@ trigger_rebuild() {
 	lh_node_sched "$1" true
 	lh_node_sched "$2" false
 	r=$(replicas vol-f | awk -v o="$2" '$2 == o {print $1; exit}')
+	if [ -z "$r" ]; then
+		fail "vol-f has a replica on $2 to delete"
+		return 0
+	fi
 	lhk delete replicas.longhorn.io "$r" --wait=false >/dev/null
 	tl "replica $r on $2 deleted: Longhorn must rebuild vol-f onto $1"
 }
@@ -125,9 +136,15 @@ progress_seen() { grep -oE ':[0-9]+% rebuilding' "$DIR/rebuild-$SCEN.log" | uniq
 # (cleanup-config-on-exit); the instance manager's processes die and its pod is gone. Longhorn
 # makes the pod again; the kubelet comes back and makes its sandbox while the CNI directory
 # holds the node network alone; Multus's config is back MULTUS_LATE_S after that sandbox.
+# RACED_POD is the pod, or empty (a failed check) when X has no instance-manager pod.
 reboot_node() {
 	local x=$1 i=${1#node-} p uid c
+	RACED_POD=
 	p=$(im_pod_of "$x")
+	if [ -z "$p" ]; then
+		fail "$x has an instance-manager pod to race"
+		return 0
+	fi
 	uid=$(pod_uid "$p")
 	multus_conf_remove "$i"
 	stop_named "kubelet-$i"
@@ -167,10 +184,11 @@ race_without() {
 	T0=$(now_s)
 	: >"$DIR/timeline-$SCEN"
 	log "s1. the seed's race WITHOUT the gate (Multus $E2E_MULTUS): $x reboots, its instance manager comes up before Multus; vol-f is rebuilt onto $x"
-	k delete mutatingwebhookconfiguration longhorn-guard >/dev/null
+	k delete mutatingwebhookconfiguration longhorn-guard --ignore-not-found >/dev/null
 	tl "longhorn-guard's mutating webhook deleted: no gate"
 	reboot_node "$x"
 	p=$RACED_POD
+	[ -n "$p" ] || return 0
 	wait_for 180 im_running "$p" || true
 	pip=$(pod_ip "$p")
 	sip=$(storage_ip "$p")
@@ -197,13 +215,13 @@ race_without() {
 	# Why, from Longhorn's own logs: the managers fell back to the pod IP, and the engine on
 	# node-1 adds the replica at that address, fails, removes it, and tries again.
 	OUT=$(lhk logs -l app=longhorn-manager --since=10m --tail=-1 2>/dev/null | grep -F "annotation, use pod IP $pip" || true)
-	grep -m1 . <<<"$OUT" | cut -c1-300 | sed 's/^/    manager: /'
+	matching -m1 . <<<"$OUT" | cut -c1-300 | sed 's/^/    manager: /'
 	STALL_FALLBACKS=$(grep -c . <<<"$OUT" || true)
 	OUT=$(lhk logs "$(im_pod_of node-1)" --since=10m 2>/dev/null | grep -F "replicaAddress=\"tcp://$pip:" || true)
 	STALL_ADDS=$(grep -c 'Adding replica' <<<"$OUT" || true)
 	STALL_REMOVES=$(grep -c 'Removing replica' <<<"$OUT" || true)
-	grep -m1 'Adding replica' <<<"$OUT" | cut -c1-300 | sed 's/^/    node-1 engine: /'
-	grep -m1 'Removing replica' <<<"$OUT" | cut -c1-300 | sed 's/^/    node-1 engine: /'
+	matching -m1 'Adding replica' <<<"$OUT" | cut -c1-300 | sed 's/^/    node-1 engine: /'
+	matching -m1 'Removing replica' <<<"$OUT" | cut -c1-300 | sed 's/^/    node-1 engine: /'
 	tl "Longhorn's logs: $STALL_FALLBACKS manager warnings 'Missing ... annotation, use pod IP $pip'; node-1's engine added a replica at tcp://$pip $STALL_ADDS times and removed it $STALL_REMOVES times"
 	check "s1: the engine on node-1 tried the replica at the pod IP and dropped it (adds $STALL_ADDS, removes $STALL_REMOVES)" \
 		all '[ "$STALL_ADDS" -ge 1 ]' '[ "$STALL_REMOVES" -ge 1 ]'
@@ -238,7 +256,7 @@ race_with() {
 	log "s$([ "$via" = webhook ] && echo 2 || echo 3). the seed's race WITH the gate from the $via (Multus $E2E_MULTUS): $x reboots; vol-f is rebuilt onto $x"
 	if [ "$via" = webhook ]; then
 		k apply -f "$DIR/out/manifests.yaml" >/dev/null
-		k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null
+		k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null || fail "s-$via: the guard Ready again"
 		tl "longhorn-guard's mutating webhook in place (failurePolicy Ignore), guard Ready"
 	else
 		k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=0 >/dev/null
@@ -252,11 +270,15 @@ race_with() {
 	fi
 	reboot_node "$x"
 	p=$RACED_POD
+	if [ -z "$p" ]; then
+		[ "$via" = webhook ] || guard_back
+		return 0
+	fi
 	first=$RACED_UID
 	check "s-$via: the raced pod has the gate init container" has_gate "$p"
 	wait_for 150 gate_done "$p" || true
 	code=$(gate_exit "$p")
-	t_fail=$(lhk get pod "$p" -o jsonpath='{.status.initContainerStatuses[?(@.name=="longhorn-guard-gate")].state.terminated.finishedAt}' 2>/dev/null)
+	t_fail=$(value lhk get pod "$p" -o jsonpath='{.status.initContainerStatuses[?(@.name=="longhorn-guard-gate")].state.terminated.finishedAt}')
 	tl "gate of the raced pod exited $code at $t_fail: $(gate_msg "$p")"
 	check "s-$via: the gate failed the raced pod (exit 1) instead of letting it start on the pod IP" test "$code" = 1
 	check "s-$via: the raced pod's instance manager never started" test -z \
@@ -281,12 +303,15 @@ race_with() {
 	check "s-$via: check cluster has no storage-network finding" lacks "has no IP on storage network"
 	figure "s-$via ($E2E_MULTUS) rebuild progress samples: $(progress_seen)"
 	figure "s-$via ($E2E_MULTUS) timeline: $(tr -s ' ' <"$DIR/timeline-$SCEN" | sed 's/^ //' | paste -sd ';' | cut -c1-1500)"
-	if [ "$via" = policy ]; then
-		k delete -f "$ROOT/manifests/components/gate-policy/gate-policy.yaml" >/dev/null
-		k apply -f "$DIR/out/manifests.yaml" >/dev/null
-		k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=2 >/dev/null
-		k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null
-	fi
+	[ "$via" = webhook ] || guard_back
+}
+
+# guard_back: after race_with policy, the policy swapped back for the guard's webhook, 2 replicas.
+guard_back() {
+	k delete -f "$ROOT/manifests/components/gate-policy/gate-policy.yaml" >/dev/null
+	k apply -f "$DIR/out/manifests.yaml" >/dev/null
+	k -n "$GUARD_NS" scale deployment longhorn-guard --replicas=2 >/dev/null
+	k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=120s >/dev/null || fail "the guard back at 2 replicas after s3"
 }
 
 # old_key: the gate must also pass on networks-status alone. Multus v3.9.3 writes both keys; with
@@ -296,7 +321,7 @@ race_with() {
 # instance manager, which the webhook made in s2) reads the pod.
 old_key() {
 	log "s4. the gate on networks-status alone (Multus $E2E_MULTUS; network-status removed)"
-	lhk get pod "$(im_pod_of node-2)" -o json | python3 -c '
+	value lhk get pod "$(im_pod_of node-2)" -o json | python3 -c '
 import json, sys
 pod = json.load(sys.stdin)
 gate = [c for c in pod["spec"]["initContainers"] if c["name"] == "longhorn-guard-gate"][0]
@@ -309,7 +334,10 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
            "initContainers": [{"name": "wait", "image": sys.argv[1], "imagePullPolicy": "Never",
                                "command": ["sleep", "15"]}, gate],
            "containers": [{"name": "main", "image": sys.argv[1], "imagePullPolicy": "Never",
-                           "command": ["sleep", "1"]}]}}))' "$LH_IM_IMAGE" >"$DIR/gate-old-key.json"
+                           "command": ["sleep", "1"]}]}}))' "$LH_IM_IMAGE" >"$DIR/gate-old-key.json" || {
+		fail "s4: node-2's instance manager has the gate to copy (s2)"
+		return 0
+	}
 	lhk delete pod gate-old-key --ignore-not-found >/dev/null
 	k apply -f "$DIR/gate-old-key.json" >/dev/null
 	if [ "$E2E_MULTUS" = v3.9.3 ]; then
@@ -319,9 +347,9 @@ print(json.dumps({"apiVersion": "v1", "kind": "Pod",
 		# v4 writes network-status only: its value goes under the old key, as v3.0-v3.4 wrote it.
 		wait_for 60 keys_are gate-old-key network-status || true
 		check "s4: Multus $E2E_MULTUS wrote network-status only ($(status_keys gate-old-key))" keys_are gate-old-key network-status
-		lhk annotate pod gate-old-key "$NETWORKS_STATUS=$(lhk get pod gate-old-key -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')" >/dev/null
+		lhk annotate pod gate-old-key "$NETWORKS_STATUS=$(jp pod gate-old-key '{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}')" >/dev/null || true
 	fi
-	lhk annotate pod gate-old-key "$NETWORK_STATUS-" >/dev/null
+	lhk annotate pod gate-old-key "$NETWORK_STATUS-" >/dev/null || true
 	check "s4: network-status removed ($(status_keys gate-old-key))" test "$(status_keys gate-old-key)" = networks-status
 	wait_for 90 gate_done gate-old-key || true
 	OUT=$(lhk logs gate-old-key -c longhorn-guard-gate 2>&1)

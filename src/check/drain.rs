@@ -86,6 +86,22 @@ pub struct Finding {
     /// The node's pods a budget refuses to evict.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pods: Vec<String>,
+    /// For Longhorn's budget while it is needed and refuses an eviction: what deleting it, or
+    /// the pods it holds, would cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bypass: Option<Bypass>,
+}
+
+/// What getting past a needed Longhorn budget would cost: deleting the budget, or deleting its
+/// instance-manager pod, which no budget refuses (`kubectl delete pod`, `kubectl drain
+/// --disable-eviction`). The volumes are those the budget is needed for, by what they lose.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bypass {
+    /// Volumes whose last healthy copy (no replica elsewhere protects them) is on the node.
+    pub last_copy: Vec<String>,
+    /// Volumes attached on the node, protected elsewhere: their engine stops under the workload.
+    pub engine_stops: Vec<String>,
 }
 
 impl Finding {
@@ -200,7 +216,11 @@ fn budget_findings(view: &ClusterView, analysis: &NodeAnalysis, scene: &Scene) -
                     "; it refuses no eviction now (no pod of it on the node is evictable under it)",
                 );
             }
-            out.push(budget_finding(b, id, blocks, reason, remedy, refused));
+            let mut f = budget_finding(b, id, blocks, reason, remedy, refused);
+            if blocks && id == longhorn::NEEDED {
+                f.bypass = longhorn::bypass(view, b, analysis);
+            }
+            out.push(f);
         } else if !refused.is_empty() {
             let c = b.counts();
             let why = if b.unobserved() {

@@ -24,7 +24,10 @@ pub use analysis::{
     StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use blockers::Blockers;
-pub use budget::{budget_node, budget_verdict, is_instance_manager_budget, match_label, BudgetVerdict};
+pub use budget::{
+    budget_node, budget_verdict, budget_volumes, is_instance_manager_budget, match_label, BudgetVerdict,
+    PDB_NEEDED,
+};
 pub use deletes::{budget_delete, instance_manager_delete, pod_delete};
 pub use index::DrainIndex;
 pub use marks::RebuildMarks;

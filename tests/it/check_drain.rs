@@ -18,7 +18,7 @@ fn node_3_would_drain() {
     let (code, out, err) = check(&["node-3", "--state", DEMO]);
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 8, "{out}");
+    assert_eq!(lines.len(), 6, "{out}");
     assert!(lines[0].starts_with("VOLUME       REPLICAS"), "{out}");
     for col in ["VOLUME", "REPLICAS", "PROTECTING", "VERDICT", "REASON"] {
         assert!(lines[0].contains(col), "{out}");
@@ -31,17 +31,36 @@ fn node_3_would_drain() {
         lines[2],
         "vol-v2       node-3:RW,node-1:RW            node-1:RW            safe     protected by healthy replica on node-1"
     );
-    assert_eq!(lines[3], "node-3: a drain would proceed (2 volumes checked, none blocking)");
-    // The doctor's part (tests/drain_doctor.rs): the demo holds no disruption budget.
+    // The doctor's part (tests/drain_doctor.rs): the demo holds no disruption budget. Then one
+    // verdict line, and the command since the drain can go.
+    assert_eq!(
+        lines[3..],
+        [
+            "node-3: beyond longhorn-guard's verdicts (2 pods on node-3, 0 PodDisruptionBudgets read): no disruption \
+             budget refuses a pod on the node, kubectl drain refuses no pod",
+            "node-3: a drain would proceed (2 volumes checked, none blocking)",
+            "node-3: drain with: kubectl drain node-3",
+        ]
+    );
+}
+
+/// A drain that blocks ends with its verdict: no `drain with:` line to read as advice to drain
+/// now, and nothing saying twice that nothing else blocks.
+#[test]
+fn a_blocked_drain_ends_with_one_verdict_line_and_no_command() {
+    let (code, out, err) = check(&["node-2", "--state", DEMO]);
+    assert_eq!(code, 1, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 6, "{out}");
     assert_eq!(
         lines[4..],
         [
-            "node-3: beyond longhorn-guard's verdicts (2 pods on node-3, 0 PodDisruptionBudgets read):",
-            "nothing else: no disruption budget refuses a pod on the node, kubectl drain refuses no pod",
-            "node-3: drain with: kubectl drain node-3",
-            "node-3: nothing beyond longhorn-guard's verdicts blocks",
+            "node-2: beyond longhorn-guard's verdicts (2 pods on node-2, 0 PodDisruptionBudgets read): no disruption \
+             budget refuses a pod on the node, kubectl drain refuses no pod",
+            "node-2: a drain would BLOCK on 2 of 3 volumes",
         ]
     );
+    assert!(!out.contains("drain with"), "{out}");
 }
 
 #[test]

@@ -83,6 +83,13 @@ fn finding(lines: &[String], object: &str) -> Option<(String, String)> {
     Some((lines[i].clone(), lines[i + 1].trim_start().to_string()))
 }
 
+/// The line under a finding's remedy that says what getting past the budget would cost, if any.
+fn bypass(lines: &[String], object: &str) -> Option<String> {
+    let i = lines.iter().position(|l| l.contains(&format!(" {object}: ")))?;
+    let next = lines.get(i + 2)?.trim_start();
+    next.starts_with("bypass: ").then(|| next.to_string())
+}
+
 fn stale_remedy(im: &str) -> String {
     format!(
         "remedy: kubectl -n longhorn-system delete pdb {im} is safe: longhorn-guard's analysis finds no volume that \
@@ -136,10 +143,26 @@ fn a_stale_longhorn_budget_beside_a_needed_one() {
         "remedy: do not delete it: once those volumes are protected elsewhere, Longhorn deletes it on the cordoned \
          node (canDeleteInstanceManagerPDB)"
     );
+    // Deleting the needed budget, or its pod (which no budget refuses), would cost what the
+    // guard's verdicts protect: vol-detached's only replica is on node-2, vol-healthy's engine
+    // runs there (its data is safe on node-1).
+    assert_eq!(
+        bypass(&lines, &format!("poddisruptionbudget longhorn-system/{IM_NODE_2}")).as_deref(),
+        Some(
+            "bypass: deleting it, or its instance-manager pod as kubectl drain --disable-eviction does, takes the \
+             last healthy replica of 1 volume (vol-detached) and stops the engine of 1 attached volume under its \
+             workload (vol-healthy)"
+        )
+    );
+    assert_eq!(bypass(&lines, &format!("poddisruptionbudget longhorn-system/{ORPHAN_IM}")), None);
+    assert_eq!(out.matches("bypass: ").count(), 1, "{out}");
     // The other nodes' Longhorn budgets are not node-2's business.
     assert!(!out.contains(IM_NODE_1) && !out.contains(IM_NODE_3), "{out}");
-    assert_eq!(lines[lines.len() - 2], "node-2: drain with: kubectl drain node-2");
-    assert_eq!(lines[lines.len() - 1], "node-2: a drain would also BLOCK on 2 PodDisruptionBudgets");
+    assert_eq!(
+        lines[lines.len() - 1],
+        "node-2: a drain would BLOCK on 2 of 3 volumes and 2 PodDisruptionBudgets"
+    );
+    assert!(!out.contains("drain with"), "{out}");
 }
 
 /// node-3 is cordoned and vol-healthy is protected elsewhere: Longhorn should have deleted its
@@ -165,6 +188,7 @@ fn longhorn_budgets_that_no_volume_needs() {
         )
     );
     assert_eq!(remedy, stale_remedy(IM_NODE_3));
+    assert!(!out.contains("bypass"), "{out}");
 
     let uncordon = |mut items: Vec<Value>| {
         for i in &mut items {
@@ -200,7 +224,14 @@ fn longhorn_budgets_that_no_volume_needs() {
             &stale_remedy(IM_NODE_3)[8..]
         )
     );
-    assert_eq!(lines[lines.len() - 1], "node-3: nothing beyond longhorn-guard's verdicts blocks");
+    assert!(!out.contains("bypass"), "{out}");
+    assert_eq!(
+        lines[lines.len() - 2..],
+        [
+            "node-3: a drain would proceed (1 volume checked, none blocking)",
+            "node-3: drain with: kubectl drain node-3",
+        ]
+    );
 
     let mut items = keep_only_longhorn(items());
     for i in &mut items {
@@ -230,7 +261,6 @@ fn application_budgets_and_pods_kubectl_drain_refuses() {
     let dir = tempfile::tempdir().unwrap();
     let (code, out, err) = check(&["node-3", "--state", &snapshot(&dir), "--drain-timeout", "10m"]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(out.contains("\nnode-3: a drain would proceed (1 volume checked, none blocking)\n"), "{out}");
     let lines = doctor_lines(&out, "node-3");
     assert_eq!(
         lines[0],
@@ -306,14 +336,13 @@ fn application_budgets_and_pods_kubectl_drain_refuses() {
     ] {
         assert!(!out.contains(absent), "{absent}:\n{out}");
     }
-    assert_eq!(
-        lines[lines.len() - 2],
-        "node-3: drain with: kubectl drain node-3 --ignore-daemonsets --delete-emptydir-data --force --timeout=600s"
-    );
+    // longhorn-guard's own verdicts let it go ("none blocking"); the budgets and pods do not,
+    // so no command line follows the verdict (the JSON's kubectlDrain still has it).
     assert_eq!(
         lines[lines.len() - 1],
-        "node-3: a drain would also BLOCK on 2 PodDisruptionBudgets and 3 pods"
+        "node-3: a drain would BLOCK on 2 PodDisruptionBudgets and 3 pods (1 volume checked, none blocking)"
     );
+    assert!(!out.contains("drain with"), "{out}");
 
     // Without --drain-timeout (or with one past the grace period) the long grace period is no blocker.
     for extra in [&[][..], &["--drain-timeout", "2h"][..]] {
@@ -324,6 +353,63 @@ fn application_budgets_and_pods_kubectl_drain_refuses() {
         let (_, out, _) = check(&args);
         assert!(!out.contains("grace-period-beyond-timeout"), "{out}");
     }
+}
+
+/// A drain that can go ends with its verdict and the one command line that gets past every pod
+/// kubectl drain refuses: node-3 uncordoned (its Longhorn budget waits for the cordon), without
+/// the budgets and the pod that block.
+#[test]
+fn a_drain_that_can_go_ends_with_its_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocking = ["web", "shared-a", "shared-b", "stuck-5b9c8d7e6-k4l5m"];
+    let mut items: Vec<Value> =
+        items().into_iter().filter(|i| !blocking.iter().any(|b| i["metadata"]["name"] == *b)).collect();
+    for i in &mut items {
+        if i["kind"] == "Node" && i["apiVersion"] == "v1" && i["metadata"]["name"] == "node-3" {
+            i["spec"] = json!({});
+        }
+    }
+    let (code, out, err) = check(&["node-3", "--state", &write(dir.path(), items)]);
+    assert_eq!(code, 0, "{out}{err}");
+    let lines = doctor_lines(&out, "node-3");
+    assert!(lines.iter().any(|l| l.starts_with("ok     longhorn-pdb-until-cordon ")), "{out}");
+    assert!(lines.iter().any(|l| l.starts_with("flag   bare-pod ")), "{out}");
+    assert_eq!(
+        lines[lines.len() - 2..],
+        [
+            "node-3: a drain would proceed (1 volume checked, none blocking)",
+            "node-3: drain with: kubectl drain node-3 --ignore-daemonsets --delete-emptydir-data --force",
+        ]
+    );
+}
+
+/// A needed budget that refuses no eviction now does not hold the node: no cost line. Nor does
+/// the guard alone, with no budget (the demo snapshot holds none).
+#[test]
+fn no_bypass_cost_where_no_budget_holds_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut items = items();
+    for i in &mut items {
+        if i["kind"] == "PodDisruptionBudget" && i["metadata"]["name"] == IM_NODE_2 {
+            i["status"]["disruptionsAllowed"] = json!(1);
+        }
+    }
+    let (code, out, err) = check(&["node-2", "--state", &write(dir.path(), items)]);
+    assert_eq!(code, 1, "{out}{err}");
+    let lines = doctor_lines(&out, "node-2");
+    let (line, _) = finding(&lines, &format!("poddisruptionbudget longhorn-system/{IM_NODE_2}")).unwrap();
+    assert!(line.starts_with("ok     longhorn-pdb-needed "), "{line}");
+    assert!(
+        line.ends_with("; it refuses no eviction now (no pod of it on the node is evictable under it)"),
+        "{line}"
+    );
+    assert!(!out.contains("bypass"), "{out}");
+
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/cluster-snapshot.yaml");
+    let (code, out, _) = check(&["node-2", "--state", demo]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("\nnode-2: a drain would BLOCK on 2 of 3 volumes\n"), "{out}");
+    assert!(!out.contains("bypass"), "{out}");
 }
 
 #[test]
@@ -414,6 +500,11 @@ async fn reads_the_live_cluster_read_only_and_paginated() {
         .map(|f| (f["id"].as_str().unwrap(), f["name"].as_str().unwrap()))
         .collect();
     assert_eq!(ids, [("longhorn-pdb-stale", ORPHAN_IM), ("longhorn-pdb-needed", IM_NODE_2)]);
+    assert_eq!(v["findings"][0].get("bypass"), None);
+    assert_eq!(
+        v["findings"][1]["bypass"],
+        json!({"lastCopy": ["vol-detached"], "engineStops": ["vol-healthy"]})
+    );
     let requests = api.seen.requests();
     assert!(
         requests.iter().any(|r| r.starts_with("/api/v1/pods?")

@@ -35,10 +35,11 @@ fn engine(items: &[Value], progress: Option<i64>) -> Value {
     e
 }
 
-async fn start(progress: i64) -> (WatchApi, Vec<Value>) {
+/// The stand-in with vol-healthy's engine as [`engine`] gives it for `progress`.
+async fn start(progress: Option<i64>) -> (WatchApi, Vec<Value>) {
     support::install_provider();
     let mut items = fixture_items();
-    let e = engine(&items, Some(progress));
+    let e = engine(&items, progress);
     for i in &mut items {
         if i["kind"] == "Engine" && i["metadata"]["name"] == "vol-healthy-e-0" {
             *i = e.clone();
@@ -121,7 +122,7 @@ fn only_reads(api: &WatchApi) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pipe_gets_one_line_per_change_and_exit_0_once_the_rebuild_completes() {
-    let (api, items) = start(40).await;
+    let (api, items) = start(Some(40)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut child = command(&api, &dir, &["node-3", "--wait", "--timeout", "60s"], false).spawn().unwrap();
     let rx = output_of(&mut child);
@@ -143,7 +144,7 @@ async fn a_pipe_gets_one_line_per_change_and_exit_0_once_the_rebuild_completes()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_timeout_exits_1_with_what_still_blocks() {
-    let (api, _) = start(40).await;
+    let (api, _) = start(Some(40)).await;
     let dir = tempfile::tempdir().unwrap();
     let out = tokio::task::block_in_place(|| {
         command(&api, &dir, &["node-3", "--wait", "--timeout", "2s"], false).output().unwrap()
@@ -169,7 +170,7 @@ async fn the_timeout_exits_1_with_what_still_blocks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_terminal_gets_a_progress_bar_redrawn_in_place() {
-    let (api, items) = start(40).await;
+    let (api, items) = start(Some(40)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut child = command(&api, &dir, &["node-3", "--wait", "--timeout", "60s"], true).spawn().unwrap();
     let rx = output_of(&mut child);
@@ -189,5 +190,45 @@ async fn a_terminal_gets_a_progress_bar_redrawn_in_place() {
     assert!(seen.contains("s for:\r\nvol-healthy  [########------------]  40%  "), "{seen:?}");
     // Not one plain change line: the terminal gets the in-place display only.
     assert!(!seen.contains("waiting on vol-healthy"), "{seen:?}");
+    only_reads(&api);
+}
+
+/// An operator's command is quiet by default: its answer on stdout and nothing on stderr; the
+/// watches' start (one INFO line per kind listed, then "cluster view synced") only with `-v`
+/// or a `--log-level` / `LONGHORN_GUARD_LOG` that asks for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_watches_start_is_logged_only_when_asked_for() {
+    let (api, _) = start(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let answer = "node-3: nothing of longhorn-guard's blocks a drain any more\n";
+    for (flags, env, logged) in [
+        (&[][..], None, false),
+        (&["-v"][..], None, true),
+        (&[][..], Some("info"), true),
+        (&["--log-level", "info"][..], None, true),
+        (&["-v"][..], Some("warn"), false),
+    ] {
+        let mut args = vec!["node-3", "--wait", "--timeout", "60s"];
+        args.extend(flags);
+        let mut cmd = command(&api, &dir, &args, false);
+        match env {
+            Some(filter) => cmd.env("LONGHORN_GUARD_LOG", filter),
+            None => cmd.env_remove("LONGHORN_GUARD_LOG"),
+        };
+        let out =
+            tokio::task::block_in_place(|| cmd.env_remove("LONGHORN_GUARD_LOG_FORMAT").output().unwrap());
+        let (stdout, stderr) =
+            (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap());
+        assert_eq!(out.status.code(), Some(0), "{flags:?} {env:?}: {stdout}{stderr}");
+        assert_eq!(stdout, answer, "{flags:?} {env:?}");
+        if logged {
+            let listed =
+                stderr.lines().filter(|l| l.contains(" INFO ") && l.contains(" listed kind=")).count();
+            assert!(listed >= 10, "{flags:?} {env:?}: {stderr}");
+            assert!(stderr.contains("cluster view synced"), "{flags:?} {env:?}: {stderr}");
+        } else {
+            assert_eq!(stderr, "", "{flags:?} {env:?}");
+        }
+    }
     only_reads(&api);
 }

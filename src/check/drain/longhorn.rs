@@ -5,9 +5,13 @@
 use std::collections::BTreeSet;
 
 use crate::cluster::ClusterView;
-use crate::policy::drain::{self, budget_verdict, NodeAnalysis};
+use crate::policy::drain::{self, budget_verdict, NodeAnalysis, VolumeReport};
 
 use super::budgets::Budget;
+use super::Bypass;
+
+/// The id of a budget the guard's blocking volumes need.
+pub const NEEDED: &str = drain::PDB_NEEDED;
 
 /// True for a budget Longhorn made for an instance manager (as Longhorn's own clean-up tells
 /// them: in its namespace, selecting `longhorn.io/component=instance-manager`).
@@ -18,6 +22,30 @@ pub fn is_instance_manager_budget(b: &Budget) -> bool {
 /// The node an instance-manager budget protects: its instance manager's, else its selector's.
 pub fn node_of<'a>(view: &'a ClusterView, b: &'a Budget) -> Option<&'a str> {
     drain::budget_node(view, &b.name, b.pdb.spec.as_ref())
+}
+
+/// The volumes the analysis blocks on that have a replica on the instance manager's node or an
+/// instance in it, in name order: what its budget is needed for.
+fn needed_by<'a>(
+    view: &ClusterView,
+    im: &crate::cluster::InstanceManager,
+    analysis: &'a NodeAnalysis,
+) -> impl Iterator<Item = &'a VolumeReport> {
+    let volumes = drain::budget_volumes(view, im);
+    analysis.blocking().filter(move |v| volumes.contains(&v.volume))
+}
+
+/// What deleting a needed budget, or its instance-manager pod, would cost: its volumes by
+/// whether the node holds their last healthy copy or only runs their engine. `None` for a
+/// budget with no instance manager, or needed for no volume (only for entries no known volume
+/// owns).
+pub fn bypass(view: &ClusterView, b: &Budget, analysis: &NodeAnalysis) -> Option<Bypass> {
+    let im = view.instance_manager(&b.name)?;
+    let (last, engine): (Vec<&VolumeReport>, Vec<&VolumeReport>) =
+        needed_by(view, im, analysis).partition(|v| v.reason.holds_last_copy());
+    let names = |vs: Vec<&VolumeReport>| vs.into_iter().map(|v| v.volume.clone()).collect::<Vec<_>>();
+    let cost = Bypass { last_copy: names(last), engine_stops: names(engine) };
+    (!cost.last_copy.is_empty() || !cost.engine_stops.is_empty()).then_some(cost)
 }
 
 /// What an instance-manager budget is to a drain of `node` under `analysis`: a stable id,

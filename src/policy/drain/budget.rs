@@ -13,6 +13,9 @@ use crate::cluster::{INSTANCE_MANAGER_COMPONENT, INSTANCE_MANAGER_NODE_LABEL, LO
 
 use super::instances::volume_of_engine_name;
 
+/// The id of a budget a drain of its node still needs.
+pub const PDB_NEEDED: &str = "longhorn-pdb-needed";
+
 /// What an instance-manager budget is to a drain of its node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BudgetVerdict {
@@ -37,7 +40,7 @@ impl BudgetVerdict {
     /// The stable id (docs/drain.md, the doctor's ids).
     pub fn id(&self) -> &'static str {
         match self {
-            Self::Needed { .. } => "longhorn-pdb-needed",
+            Self::Needed { .. } => PDB_NEEDED,
             Self::UntilCordon => "longhorn-pdb-until-cordon",
             Self::Gone | Self::NotRunning { .. } | Self::Cordoned => "longhorn-pdb-stale",
         }
@@ -67,8 +70,10 @@ pub fn budget_verdict(
     let Some(instance_manager) = view.instance_manager(im) else {
         return BudgetVerdict::Gone;
     };
-    let mut needs: Vec<String> =
-        volumes_in(view, instance_manager).into_iter().filter(|v| blocking.contains(v.as_str())).collect();
+    let mut needs: Vec<String> = budget_volumes(view, instance_manager)
+        .into_iter()
+        .filter(|v| blocking.contains(v.as_str()))
+        .collect();
     if unmapped {
         needs.push(format!("entries no known volume owns in {im}"));
     }
@@ -108,7 +113,7 @@ pub fn match_label<'a>(spec: Option<&'a PodDisruptionBudgetSpec>, key: &str) -> 
 /// The volumes whose replicas are on the instance manager's node, in any state, or whose
 /// replicas or engines it runs. Longhorn's `canDeleteInstanceManagerPDB` counts every Replica
 /// labelled with the node: a stopped replica of a detached volume keeps the budget too.
-fn volumes_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
+pub fn budget_volumes(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
     let name = im.metadata.name.as_deref().unwrap_or("");
     let mut out: BTreeSet<String> = view
         .replicas_using_instance_manager(name)

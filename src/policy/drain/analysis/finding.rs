@@ -26,6 +26,21 @@ pub enum Reason {
     StoppedDetached { node: String, count: usize },
 }
 
+impl Reason {
+    /// True when the node holds data of the volume that no replica elsewhere protects: a
+    /// stranded volume, or an attached one whose node also holds that data. Stopping the
+    /// node's instance manager (a drain, or deleting its pod) takes the last healthy copy; for
+    /// the other blocking reasons it stops an engine whose data is safe elsewhere.
+    pub fn holds_last_copy(&self) -> bool {
+        matches!(
+            self,
+            Self::Stranded { .. }
+                | Self::Attached { holds: Some(_), .. }
+                | Self::EngineFor { holds: Some(_), .. }
+        )
+    }
+}
+
 /// How an engine of the volume runs on the node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attachment {
