@@ -36,10 +36,11 @@ load_stop() {
 		'awk -v r="$rate" "BEGIN { exit !(r >= 50) }"'
 }
 guard_count() { [ "$(guard_pods | wc -l)" = "$1" ]; }
-# settle: the Deployment rolled out and every old pod gone (its shutdown delay and grace done).
+# settle: the Deployment rolled out and every old pod gone (its shutdown done: the API server's
+# idle connections to it closed, within terminationGracePeriodSeconds, 110 s).
 settle() {
 	k -n "$GUARD_NS" rollout status deployment/longhorn-guard --timeout=180s >/dev/null || fail "rollout finished"
-	wait_for 90 guard_count 2 || fail "old guard pods gone"
+	wait_for 150 guard_count 2 || fail "old guard pods gone"
 }
 # spread_guard: one guard replica per node (the anti-affinity is only preferred: a rollout
 # can put both on one node); moves one with a cordon if needed.

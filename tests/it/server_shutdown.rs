@@ -142,3 +142,25 @@ async fn a_review_written_on_a_pooled_connection_when_the_listener_closes_is_ans
     );
     assert_eq!(s.exit_code().await, Some(0));
 }
+
+/// An idle kept-alive connection is left open for its client to close (the API server does at
+/// 90 s idle), and once the client has closed it the server stops, without waiting out
+/// `--shutdown-idle-wait` (95 s, past the wait's safety net).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_its_client_closes_ends_the_shutdown() {
+    let s = TestServer::start(test_limits()).await;
+    assert!(s.handle.is_accepting());
+    let tls = connect(s.addr, &s.client).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await.unwrap();
+    let conn = tokio::spawn(conn);
+    assert_eq!(send(&mut sender, "GET", "/healthz", vec![]).await.unwrap().status, 200);
+
+    s.handle.shutdown();
+    until("the listener closes", || !s.handle.is_accepting()).await;
+    assert!(!conn.is_finished(), "the server closed an idle connection its client may be writing on");
+    drop(sender); // the client's idle timeout: it closes the connection
+    conn.await.unwrap().unwrap();
+    let stopped = tokio::time::timeout(WAIT, s.handle.stopped()).await;
+    assert_eq!(stopped, Ok(true), "the server waited for a connection its client had closed");
+}
