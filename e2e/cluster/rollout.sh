@@ -179,6 +179,10 @@ check_rollouts() {
 	for ((i = 1; i <= DRAINS; i++)); do
 		spread_guard
 		node=$(guard_pods | awk 'NR == 1 {print $2}')
+		if [ -z "$node" ]; then
+			fail "drain $i: a guard replica on a node to drain"
+			continue
+		fi
 		other=$(other_node "$node")
 		load_start "drain-$i" "$(im_of "$other")"
 		sleep 3
