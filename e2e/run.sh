@@ -165,8 +165,10 @@ if [ "$MODE" = local ]; then
 	[ -x "$BIN" ] || die "no binary at $BIN"
 	"$BIN" certs --out "$WORK/certs" --ip 127.0.0.1 >/dev/null || die "longhorn-guard certs failed"
 	guard_kubeconfig "$WORK/sa.kubeconfig"
+	# --shutdown-idle-wait 0s: the harness stops it (an outage, the cleanup) without waiting for
+	# the API server's idle connections, which it would otherwise leave open for up to 95 s.
 	KUBECONFIG="$WORK/sa.kubeconfig" "$BIN" serve --tls-dir "$WORK/certs" --listen "127.0.0.1:$PORT" \
-		--policy "$ROOT/manifests/base/policy.yaml" >"$WORK/server.log" 2>&1 &
+		--policy "$ROOT/manifests/base/policy.yaml" --shutdown-idle-wait 0s >"$WORK/server.log" 2>&1 &
 	SERVER_PID=$!
 	if ! wait_for 60 curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz"; then
 		sed 's/^/    /' "$WORK/server.log"

@@ -159,12 +159,14 @@ impl Admitter {
     }
 }
 
-/// One structured event per decision: denials and overrides at WARN/INFO with their reason.
+/// One structured event per decision: denials, overrides and allows of an unreadable object at
+/// WARN with their reason, other allows with a warning or a patch at INFO, the rest at DEBUG.
 /// Request-supplied fields are cut to a fixed length (`crate::clip`).
 pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
     use crate::clip::{clip, clip_to, MAX_TEXT};
     let node = d.details.node.as_deref().unwrap_or("");
-    let message = d.status.as_ref().map(|s| s.message.as_str()).unwrap_or("");
+    let message =
+        d.status.as_ref().map(|s| s.message.as_str()).or(d.details.unreadable.as_deref()).unwrap_or("");
     let code = d.status.as_ref().map(|s| s.code).unwrap_or(200);
     macro_rules! event {
         ($level:expr, $msg:literal) => {
@@ -195,6 +197,8 @@ pub fn log_decision(kind: WebhookKind, req: &AdmissionRequest, d: &Decision) {
         event!(tracing::Level::WARN, "admission denied");
     } else if d.details.overridden.is_some() {
         event!(tracing::Level::WARN, "admission allowed by operator override");
+    } else if d.details.unreadable.is_some() {
+        event!(tracing::Level::WARN, "admission allowed with an unreadable object");
     } else if !d.warnings.is_empty() || d.patch.is_some() {
         event!(tracing::Level::INFO, "admission allowed");
     } else {

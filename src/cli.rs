@@ -32,7 +32,7 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the admission webhooks over HTTPS.
-    Serve(crate::server::ServeArgs),
+    Serve(Box<crate::server::ServeArgs>),
     /// Generate a CA and a serving certificate for the webhook.
     Certs(crate::certs::CertsArgs),
     /// Decide one AdmissionReview from stdin against a snapshot; print the response.
@@ -160,7 +160,7 @@ pub fn run(cli: Cli) -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => crate::server::run(args).await,
+            Command::Serve(args) => crate::server::run(*args).await,
             Command::Certs(args) => crate::certs::run(args),
             Command::Review(args) => crate::review::run(args).await,
             Command::Lint(args) => crate::lint::run(args),

@@ -49,6 +49,9 @@ pub struct Details {
     pub volumes: Vec<crate::cluster::Name>,
     /// Set when an operator override changed the outcome; says who and why.
     pub overridden: Option<String>,
+    /// Set when the request was allowed without its object, which could not be read (the init
+    /// gate never blocks a pod): what is wrong with it. Logged at WARN.
+    pub unreadable: Option<String>,
 }
 
 /// One admission decision.

@@ -74,15 +74,20 @@ pub(crate) struct AppState {
 /// A running server.
 pub struct Server;
 
-/// Where the server is in its life. (Gap: hyper-util's `GracefulShutdown` closes every
-/// connection at once, racing the first request of a new one, and adds no `Connection: close`.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where the server is in its life, in order. (Gap: hyper-util's `GracefulShutdown` closes
+/// every idle connection at once, racing the request a client may be writing on it, and adds
+/// no `Connection: close`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Stage {
     Serving,
     /// Shutdown requested: still accepting, every response says `Connection: close`.
     Draining,
-    /// No longer accepting; connections finish their request and close.
+    /// No longer accepting; each connection closes after its next answer, or when its client
+    /// closes it.
     Closing,
+    /// `--shutdown-idle-wait` is over: connections with no request under way are closed; the
+    /// others have `--shutdown-grace` to finish.
+    Ending,
 }
 
 /// Controls a running server: start its shutdown and wait for it to finish.
@@ -98,7 +103,7 @@ impl ServerHandle {
         self.addr
     }
 
-    /// Starts a graceful shutdown (delay, then grace), exactly as SIGTERM does in `serve`.
+    /// Starts a graceful shutdown (delay, idle wait, grace), exactly as SIGTERM does in `serve`.
     pub fn shutdown(&self) {
         self.stage.send_if_modified(|s| {
             *s == Stage::Serving && {
@@ -111,11 +116,11 @@ impl ServerHandle {
     /// False once the listener is closing (after the shutdown delay): from then on new
     /// connections are refused.
     pub fn is_accepting(&self) -> bool {
-        *self.stage.borrow() != Stage::Closing
+        *self.stage.borrow() < Stage::Closing
     }
 
-    /// Waits until the server stopped. True when every connection finished within the grace
-    /// period, false when some were cut off.
+    /// Waits until the server stopped. True when every connection closed before the grace
+    /// period (after the idle wait) ran out, false when some were cut off.
     pub async fn stopped(mut self) -> bool {
         (&mut self.task).await.unwrap_or(false)
     }
@@ -213,7 +218,8 @@ pub async fn run(args: ServeArgs) -> ExitCode {
             signals.recv().await;
             tracing::info!("termination signal received");
             handle.shutdown();
-            // A second signal (a second Ctrl-C) ends the wait for the delay and the grace.
+            // A second signal (a second Ctrl-C) ends the wait for the delay, the idle wait and
+            // the grace.
             let clean = tokio::select! {
                 clean = handle.stopped() => clean,
                 () = signals.recv() => {

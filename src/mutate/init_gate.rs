@@ -14,7 +14,9 @@ use crate::cluster::{COMPONENT_LABEL, INSTANCE_MANAGER_COMPONENT, LONGHORN_NAMES
 use crate::decision::Decision;
 use crate::gate::networks::{format_networks, parse_networks, NETWORKS_ANNOTATION};
 use crate::gate::DEFAULT_ANNOTATIONS_FILE;
-use crate::policy::{object, Policy, RuleError};
+use crate::policy::{Policy, RuleError};
+
+use super::pod::{has_container, Pod, PodSpec};
 
 /// Name of the injected init container; its presence makes the mutation a no-op.
 pub const GATE_CONTAINER: &str = "longhorn-guard-gate";
@@ -27,61 +29,41 @@ pub const GATE_BINARY: &str = "/usr/local/bin/longhorn-guard";
 /// Where the kubelet mounts the service-account token.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// Decides the patch for one Pod CREATE.
-pub fn mutate_pod(req: &AdmissionRequest, policy: &Policy) -> Result<Decision, RuleError> {
-    if !policy.gate.enabled {
-        return Ok(Decision::allow());
-    }
-    // Pod creation is never blocked: what cannot be patched is allowed with a warning.
-    let skip = |why: &str| {
-        Ok(Decision::allow()
-            .rule("init-gate")
-            .with_warning(format!("longhorn-guard: no init gate added: {why}")))
-    };
-    let Ok(pod) = object(req) else {
-        return skip("the request has no pod object");
-    };
-    let meta = &pod["metadata"];
+/// Decides the patch for one Pod CREATE of `pod` (the request's object, read at dispatch). Pod
+/// creation is never blocked: what cannot be patched is allowed with a warning.
+pub fn mutate_pod(req: &AdmissionRequest, pod: &Pod, policy: &Policy) -> Decision {
+    let meta = &pod.metadata;
     let namespace = match req.namespace() {
-        "" => meta["namespace"].as_str().unwrap_or_default(),
+        "" => meta.namespace.as_deref().unwrap_or_default(),
         ns => ns,
     };
     if namespace != LONGHORN_NAMESPACE
-        || meta["labels"][COMPONENT_LABEL].as_str() != Some(INSTANCE_MANAGER_COMPONENT)
+        || meta.labels.get(COMPONENT_LABEL).map(String::as_str) != Some(INSTANCE_MANAGER_COMPONENT)
     {
-        return Ok(Decision::allow());
+        return Decision::allow();
     }
-    let Some(annotation) = meta["annotations"][NETWORKS_ANNOTATION].as_str() else {
-        return Ok(Decision::allow());
+    let Some(annotation) = meta.annotations.get(NETWORKS_ANNOTATION) else {
+        return Decision::allow();
     };
     let networks = match parse_networks(annotation, Some(namespace)) {
-        Ok(n) if n.is_empty() => return Ok(Decision::allow()),
+        Ok(n) if n.is_empty() => return Decision::allow(),
         Ok(n) => n,
-        Err(e) => return skip(&format!("{NETWORKS_ANNOTATION} is unreadable: {e}")),
+        Err(e) => return skipped(&format!("{NETWORKS_ANNOTATION} is unreadable: {e}")),
     };
-    let spec = &pod["spec"];
-    if !spec.is_object() {
-        return skip("the pod has no spec object");
-    }
-    let init = &spec["initContainers"];
-    let volumes = &spec["volumes"];
-    for (field, v) in [("spec.initContainers", init), ("spec.volumes", volumes)] {
-        if !v.is_null() && !v.is_array() {
-            return skip(&format!("{field} is not a list"));
-        }
-    }
-    let has_named = |list: &Value, name: &str| {
-        list.as_array().is_some_and(|items| items.iter().any(|c| c["name"].as_str() == Some(name)))
+    let Some(spec) = &pod.spec else {
+        return skipped("the pod has no spec object");
     };
-    if has_named(init, GATE_CONTAINER) {
-        return Ok(Decision::allow());
+    if spec.init_containers.as_deref().is_some_and(|list| has_container(list, GATE_CONTAINER)) {
+        return Decision::allow();
     }
     // Container names are unique across the pod's lists: a second one would make the pod
     // invalid, and its creation fail.
-    if let Some(field) =
-        ["containers", "ephemeralContainers"].into_iter().find(|f| has_named(&spec[*f], GATE_CONTAINER))
+    for (field, list) in
+        [("containers", &spec.containers), ("ephemeralContainers", &spec.ephemeral_containers)]
     {
-        return skip(&format!("spec.{field} already has a container named {GATE_CONTAINER}"));
+        if has_container(list, GATE_CONTAINER) {
+            return skipped(&format!("spec.{field} already has a container named {GATE_CONTAINER}"));
+        }
     }
 
     let container = gate_container(
@@ -91,24 +73,42 @@ pub fn mutate_pod(req: &AdmissionRequest, policy: &Policy) -> Result<Decision, R
     );
     let volume = podinfo_volume();
 
-    let mut ops = vec![append(init, "initContainers", container)];
-    match volumes.as_array().and_then(|list| list.iter().find(|v| v["name"].as_str() == Some(PODINFO_VOLUME)))
-    {
-        None => ops.push(append(volumes, "volumes", volume)),
+    let mut ops = vec![append(spec.init_containers.is_some(), "initContainers", container)];
+    match spec.volumes.iter().flatten().find(|v| v.name == PODINFO_VOLUME) {
+        None => ops.push(append(spec.volumes.is_some(), "volumes", volume)),
         // Ours from an earlier pass: the gate would read its annotations file from it.
-        Some(existing) if existing["downwardAPI"]["items"] == volume["downwardAPI"]["items"] => {}
+        Some(existing)
+            if existing.downward_api.as_ref().map(|d| &d["items"])
+                == Some(&volume["downwardAPI"]["items"]) => {}
         Some(_) => {
-            return skip(&format!(
+            return skipped(&format!(
                 "the pod already has a volume {PODINFO_VOLUME} that is not its downward-API annotations"
             ))
         }
     }
-    Ok(Decision::patched(Patch(ops)).rule("init-gate"))
+    Decision::patched(Patch(ops)).rule("init-gate")
+}
+
+/// A Pod CREATE whose object the gate cannot read (`why`: there is none, or it is no pod):
+/// allowed with no patch and a warning naming what is wrong, and with `details.unreadable` set,
+/// so that it is logged at WARN. The gate never blocks a pod.
+pub fn unreadable(why: &RuleError) -> Decision {
+    let mut d = match why {
+        RuleError::Missing { .. } => skipped("the request has no pod object"),
+        malformed => skipped(&malformed.to_string()),
+    };
+    d.details.unreadable = Some(why.to_string());
+    d
+}
+
+/// Allowed with no patch, and the warning that no gate was added and why.
+fn skipped(why: &str) -> Decision {
+    Decision::allow().rule("init-gate").with_warning(format!("longhorn-guard: no init gate added: {why}"))
 }
 
 /// `add /spec/<field>/-` to an existing list, or `add /spec/<field>` with a new one-item list.
-fn append(existing: &Value, field: &str, item: Value) -> PatchOperation {
-    let (path, value) = if existing.is_array() {
+fn append(exists: bool, field: &str, item: Value) -> PatchOperation {
+    let (path, value) = if exists {
         (PointerBuf::from_tokens(["spec", field, "-"]), item)
     } else {
         (PointerBuf::from_tokens(["spec", field]), Value::Array(vec![item]))
@@ -183,13 +183,14 @@ pub fn podinfo_volume() -> Value {
 
 /// The name of the service-account token volume the ServiceAccount admission plugin mounted
 /// into the pod's containers (it ran before the webhooks and admission policies, so the gate
-/// does not get the mount by itself): the first mount at [`SERVICE_ACCOUNT_DIR`] of the first
-/// container that has one. Copied so the gate can GET its own pod; absent when
+/// does not get the mount by itself): the first named mount at [`SERVICE_ACCOUNT_DIR`] of the
+/// first container that has one. Copied so the gate can GET its own pod; absent when
 /// `automountServiceAccountToken` is false.
-fn service_account_mount_name(spec: &Value) -> Option<&str> {
-    spec["containers"].as_array()?.iter().find_map(|c| {
-        c["volumeMounts"].as_array()?.iter().find_map(|m| {
-            (m["mountPath"].as_str() == Some(SERVICE_ACCOUNT_DIR)).then(|| m["name"].as_str()).flatten()
-        })
+fn service_account_mount_name(spec: &PodSpec) -> Option<&str> {
+    spec.containers.iter().find_map(|c| {
+        c.volume_mounts
+            .iter()
+            .find(|m| m.mount_path == SERVICE_ACCOUNT_DIR && !m.name.is_empty())
+            .map(|m| m.name.as_str())
     })
 }

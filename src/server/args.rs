@@ -88,10 +88,20 @@ pub struct Limits {
     /// server (docs/server.md, "Shutdown").
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration, env = "LONGHORN_GUARD_SHUTDOWN_DELAY")]
     pub shutdown_delay: Duration,
-    /// After the shutdown delay, how long in-flight requests have to finish before the
-    /// remaining connections are cut. Default 10s: above the 8s request deadline.
+    /// Once the shutdown delay and --shutdown-idle-wait are over, how long requests under way
+    /// have to finish before the remaining connections are cut. Default 10s: above the 8s
+    /// request deadline.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "LONGHORN_GUARD_SHUTDOWN_GRACE")]
     pub shutdown_grace: Duration,
+    /// How long after SIGTERM a kept-alive connection with no request under way is left open
+    /// for its client to close (a request on it meanwhile is answered with `Connection: close`,
+    /// and the connection closed after the answer); then the server closes the ones left, and
+    /// --shutdown-grace runs. Default 95s: the API server closes connections idle for 90s, and
+    /// each such connection has been idle since before the signal, so the server never closes
+    /// one under a review the API server is writing on it (kubernetes#127335). Shorter risks
+    /// that lost review; 0s closes them as soon as --shutdown-delay ends.
+    #[arg(long, value_name = "DURATION", default_value = "95s", value_parser = duration, env = "LONGHORN_GUARD_SHUTDOWN_IDLE_WAIT")]
+    pub shutdown_idle_wait: Duration,
     /// Most connections open at once. At the cap the longest-waiting idle connection is closed
     /// to make room; when all are busy, new connections wait. Default 512 (about 9 MiB of
     /// idle TLS connections, and inside a 1024 descriptor limit).
@@ -128,6 +138,7 @@ impl Default for Limits {
             request_timeout: Duration::from_secs(8),
             shutdown_delay: Duration::from_secs(15),
             shutdown_grace: Duration::from_secs(10),
+            shutdown_idle_wait: Duration::from_secs(95),
             max_connections: 512,
             client_ca: None,
             tls_reload_interval: Duration::from_secs(2),

@@ -84,6 +84,12 @@ impl Cap {
         Slot { cap: self.clone(), id, _permit: permit, phase }
     }
 
+    /// How many kept-alive connections wait for their next request (and were not asked to
+    /// close).
+    pub fn idle(&self) -> usize {
+        lock(&self.live).values().filter(|p| matches!(p.waiting(), Some((false, _)))).count()
+    }
+
     /// Asks a connection with no request under way to close. Connections that have never
     /// served a request go first: the one silent longest, once silent for
     /// [`MIN_FRESH_TO_EVICT`]. Only when there is none left, the kept-alive connection idle

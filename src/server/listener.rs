@@ -1,6 +1,7 @@
 //! The accept loop and one task per connection, through the shutdown stages ([`Stage`]):
-//! `Draining` keeps accepting and answers `Connection: close`; `Closing` closes the listener,
-//! lets each connection finish its request and cuts what is open after `--shutdown-grace`.
+//! `Draining` keeps accepting and answers `Connection: close`; `Closing` closes the listener and
+//! leaves each connection open until its next answer or its client's close; `Ending` closes the
+//! idle ones, and cuts what is still open after `--shutdown-grace`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,8 +18,8 @@ use super::cap::{Cap, Slot};
 use super::conn::{self, Expired};
 use super::{AppState, Stage};
 
-/// Accepts until the `Closing` stage, then waits up to the grace period for connections.
-/// True when every connection finished in time.
+/// Accepts until the `Closing` stage, then waits for the connections to close: up to the
+/// `Ending` stage and the grace period after it. True when every connection closed in time.
 pub(crate) async fn serve(
     listener: TcpListener,
     tls_config: Arc<rustls::ServerConfig>,
@@ -30,12 +31,12 @@ pub(crate) async fn serve(
     let limits = state.limits.clone();
     let cap = Cap::new(limits.max_connections as usize, state.metrics.server.clone());
     let mut stage = stage_tx.subscribe();
-    let stages = tokio::spawn(run_stages(stage_tx, state.clone()));
+    let stages = tokio::spawn(run_stages(stage_tx, state.clone(), cap.clone()));
     let mut errors = AcceptErrors::default();
     let mut connections = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
-            _ = stage.wait_for(|s| *s == Stage::Closing) => break,
+            _ = stage.wait_for(|s| *s >= Stage::Closing) => break,
             // Reap finished connection tasks.
             Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => accepted,
@@ -55,7 +56,7 @@ pub(crate) async fn serve(
         // At the cap: close the longest-waiting idle connection, or wait for one to end.
         let slot = tokio::select! {
             slot = cap.admit() => slot,
-            _ = stage.wait_for(|s| *s == Stage::Closing) => break,
+            _ = stage.wait_for(|s| *s >= Stage::Closing) => break,
         };
         let _ = tcp.set_nodelay(true);
         connections.spawn(connection(
@@ -69,16 +70,25 @@ pub(crate) async fn serve(
         ));
     }
     drop(listener);
-    let _ = stages.await;
     tracing::info!(
         connections = connections.len(),
+        idle = cap.idle(),
+        idle_wait = ?limits.shutdown_idle_wait,
         grace = ?limits.shutdown_grace,
-        "no longer accepting; finishing in-flight requests"
+        "no longer accepting; each connection closes after its next answer or when its client closes it"
     );
+    let ending = async {
+        let _ = stage.wait_for(|s| *s == Stage::Ending).await;
+        tokio::time::sleep(limits.shutdown_grace).await;
+    };
     let all_closed = async { while connections.join_next().await.is_some() {} };
-    if tokio::time::timeout(limits.shutdown_grace, all_closed).await.is_ok() {
-        tracing::info!("all connections closed");
-        return true;
+    tokio::select! {
+        () = all_closed => {
+            stages.abort();
+            tracing::info!("all connections closed");
+            return true;
+        }
+        () = ending => {}
     }
     tracing::warn!(
         grace = ?limits.shutdown_grace,
@@ -89,15 +99,27 @@ pub(crate) async fn serve(
     false
 }
 
-/// Waits for the shutdown request, then moves through `Draining` (for the delay) to `Closing`.
-async fn run_stages(stage: watch::Sender<Stage>, state: Arc<AppState>) {
+/// Waits for the shutdown request, then moves through `Draining` (for the delay) and `Closing`
+/// (until `--shutdown-idle-wait` after the request) to `Ending`.
+async fn run_stages(stage: watch::Sender<Stage>, state: Arc<AppState>, cap: Arc<Cap>) {
     super::draining(stage.subscribe()).await;
+    let limits = &state.limits;
     tracing::info!(
-        delay = ?state.limits.shutdown_delay,
+        delay = ?limits.shutdown_delay,
         "shutdown started: /readyz answers 503; still accepting, each response says Connection: close"
     );
-    tokio::time::sleep(state.limits.shutdown_delay).await;
+    tokio::time::sleep(limits.shutdown_delay).await;
     stage.send_replace(Stage::Closing);
+    tokio::time::sleep(limits.shutdown_idle_wait.saturating_sub(limits.shutdown_delay)).await;
+    let idle = cap.idle();
+    if idle > 0 {
+        tracing::warn!(
+            idle,
+            idle_wait = ?limits.shutdown_idle_wait,
+            "shutdown idle wait over: closing the kept-alive connections their clients left idle (a request written on one now is lost)"
+        );
+    }
+    stage.send_replace(Stage::Ending);
 }
 
 async fn connection(
@@ -162,7 +184,7 @@ async fn connection(
     tokio::pin!(connection);
     let (head, idle) = (limits.header_read_timeout, limits.idle_timeout);
     let mut watchdog = Box::pin(phase.watchdog(head, idle));
-    let mut closing = false;
+    let mut ending = false;
     let mut evicted = false;
     loop {
         tokio::select! {
@@ -193,14 +215,17 @@ async fn connection(
                 }
                 connection.as_mut().graceful_shutdown();
             }
-            _ = stage.wait_for(|s| *s == Stage::Closing), if !closing => {
-                closing = true;
-                // hyper's graceful shutdown closes a connection that has not sent a byte
-                // yet, racing the first request a client may be writing. Such a connection
-                // instead gets its first request answered with `Connection: close` (or the
-                // watchdog closes it after the header timeout).
-                if !phase.is_fresh() {
-                    connection.as_mut().graceful_shutdown();
+            // Until then a connection closes after its next answer (`Connection: close`) or
+            // when its client closes it: hyper's graceful shutdown closes an idle connection at
+            // once, racing a request its client may be writing on it (kubernetes#127335).
+            _ = stage.wait_for(|s| *s == Stage::Ending), if !ending => {
+                ending = true;
+                match phase.waiting() {
+                    // A new connection has not said a word: nothing to finish.
+                    Some((true, _)) => return,
+                    Some((false, _)) => connection.as_mut().graceful_shutdown(),
+                    // A request under way: its answer says `Connection: close`.
+                    None => {}
                 }
             }
         }

@@ -96,6 +96,7 @@ def test_serve_flags_are_typed_values(chart):
         "requestTimeout": "9s",
         "shutdownDelay": "20s",
         "shutdownGrace": "15s",
+        "shutdownIdleWait": "100s",
         "maxConnections": 1024,
         "tlsReloadInterval": "5s",
         "checkInterval": "0s",
@@ -120,6 +121,7 @@ def test_serve_flags_are_typed_values(chart):
         "--request-timeout=9s",
         "--shutdown-delay=20s",
         "--shutdown-grace=15s",
+        "--shutdown-idle-wait=100s",
         "--tls-reload-interval=5s",
     ]
     env = {e["name"]: e.get("value") for e in c["env"]}

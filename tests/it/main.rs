@@ -48,6 +48,7 @@ mod serve_flags;
 mod server;
 mod server_load;
 mod server_reliability;
+mod server_shutdown;
 mod server_watch;
 mod synthetic;
 mod unscheduled_pod;

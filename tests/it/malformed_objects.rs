@@ -1,6 +1,7 @@
 //! A request of a kind a rule handles whose `object` or `oldObject` cannot be read into its
 //! kind's type is denied with one 400 naming what is wrong, the same way every time, over the
-//! real HTTPS server; a kind no rule handles is allowed without reading its object.
+//! real HTTPS server; a kind no rule handles is allowed without reading its object; a pod the
+//! init gate cannot read is allowed with no patch and a warning naming what is wrong.
 
 use crate::support;
 
@@ -8,12 +9,12 @@ use serde_json::Value;
 use support::*;
 
 /// A 200-deep array: past serde_json's nesting limit (128).
-fn over_deep() -> String {
+pub(crate) fn over_deep() -> String {
     format!("{}1{}", "[".repeat(200), "]".repeat(200))
 }
 
 /// The fixture `name` with its request's `field` replaced by the JSON text `text`.
-fn with_object(name: &str, field: &str, text: &str) -> Vec<u8> {
+pub(crate) fn with_object(name: &str, field: &str, text: &str) -> Vec<u8> {
     let mut body: Value = serde_json::from_slice(&fixture(name)).unwrap();
     body["request"][field] = Value::String("__OBJECT__".into());
     serde_json::to_string(&body).unwrap().replacen("\"__OBJECT__\"", text, 1).into_bytes()
@@ -33,8 +34,9 @@ const HANDLED: [(&str, &str); 10] = [
     ("storageclass-create-longhorn-1-replica.json", "object"),
 ];
 
-/// The malformed forms of an object and what the denial says of each.
-fn malformed() -> Vec<(String, &'static str)> {
+/// The malformed forms of an object (an array, a string, a shallow nest, a number, a nest past
+/// serde_json's recursion limit) and what is wrong with each, as answers say it.
+pub(crate) fn malformed() -> Vec<(String, &'static str)> {
     vec![
         ("[1]".into(), "expected a JSON object, found an array"),
         ("\"x\"".into(), "expected a JSON object, found a string"),
@@ -137,6 +139,34 @@ async fn a_kind_no_rule_handles_is_allowed_without_reading_its_object() {
             assert_eq!(answer(&r.json()), (true, 0, String::new()), "{name}");
         }
     }
+    s.handle.shutdown();
+    assert!(s.handle.stopped().await);
+}
+
+/// The init gate never blocks a pod: a pod CREATE whose object is no pod (on an instance
+/// manager's request or any other pod's) is allowed with no patch and a warning that names
+/// `request.object` and what is wrong with it.
+#[tokio::test]
+async fn the_gate_allows_a_pod_it_cannot_read_with_a_warning_naming_the_object() {
+    let s = TestServer::start(test_limits()).await;
+    let mut wrong = Vec::new();
+    for name in ["pod-create-instance-manager-storage-network-mutating.json", "pod-create-default.json"] {
+        for (text, why) in malformed() {
+            let what = format!("{name} object={}", &text[..text.len().min(12)]);
+            let r = request(s.addr, &s.client, "POST", "/mutate", with_object(name, "object", &text))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "{what}: {}", r.text());
+            let resp = r.json();
+            assert_review(&resp, &uid_of(&fixture(name)), &what);
+            let r = &resp["response"];
+            let want = [format!("longhorn-guard: no init gate added: request.object is malformed: {why}")];
+            if r["allowed"] != true || !r["patch"].is_null() || r["warnings"] != serde_json::json!(want) {
+                wrong.push(format!("{what}: {r}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{} wrong answers:\n{}", wrong.len(), wrong.join("\n"));
     s.handle.shutdown();
     assert!(s.handle.stopped().await);
 }

@@ -1,5 +1,6 @@
 //! `longhorn-guard review` as a process: exit 0 allowed, 1 denied, 2 bad input with a
-//! one-line reason on stderr; `--webhook mutate` answers with a base64 JSONPatch.
+//! one-line reason on stderr; `--webhook mutate` answers with a base64 JSONPatch, and allows a
+//! pod it cannot read with a warning and a WARN line.
 
 use crate::support::{self, run, FIXTURES};
 
@@ -117,6 +118,38 @@ fn mutate_returns_a_base64_json_patch() {
         ops.iter().any(|op| op["path"].as_str().unwrap().contains("initContainers")),
         "the gate is injected: {ops:?}"
     );
+}
+
+/// `review --webhook mutate` on a pod CREATE whose object is no pod, in each malformed form:
+/// allowed, no patch, a warning naming the unreadable object, and one WARN log line with the
+/// reason, as a new user sees them (default log level).
+#[test]
+fn mutate_allows_an_unreadable_pod_with_a_warning_and_a_warn_line() {
+    let name = "pod-create-instance-manager-storage-network-mutating.json";
+    for (text, why) in crate::malformed_objects::malformed() {
+        let what = &text[..text.len().min(12)];
+        let body = crate::malformed_objects::with_object(name, "object", &text);
+        let out = review(&["--state", &snapshot(), "--webhook", "mutate"], &body);
+        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        let r = response(&out);
+        assert_eq!(r["allowed"], true, "{what}: {r}");
+        assert!(r["patch"].is_null() && r["patchType"].is_null(), "{what}: {r}");
+        let reason = format!("request.object is malformed: {why}");
+        assert_eq!(
+            r["warnings"],
+            serde_json::json!([format!("longhorn-guard: no init gate added: {reason}")]),
+            "{what}"
+        );
+        let err = stderr(&out);
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: {err}");
+        assert!(
+            lines[0].contains(" WARN longhorn_guard::admit: admission allowed with an unreadable object ")
+                && lines[0].contains(" webhook=\"mutate\" ")
+                && lines[0].ends_with(&format!(" reason={reason}")),
+            "{what}: {err}"
+        );
+    }
 }
 
 /// The log contract: a denial is one WARN line, `admission denied`, with its fields and

@@ -20,6 +20,7 @@ fn zero_or_huge_timeouts_intervals_and_body_limits_are_usage_errors() {
         ("--max-body-bytes", "67108865", "67108865 is not in 1..=67108864"),
         ("--request-timeout", "18446744073709551615s", "must be at most 24h"),
         ("--shutdown-grace", "25h", "must be at most 24h"),
+        ("--shutdown-idle-wait", "25h", "must be at most 24h"),
         ("--check-interval", "1000000d", "must be at most 24h"),
         // One read per watched kind each round: faster only loads the API server.
         ("--freshness-probe-interval", "10ms", "must be 0s (off) or at least 100ms"),

@@ -346,8 +346,9 @@ impl SlowRequest {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_finishes_in_flight_requests_and_closes_idle_connections() {
-    let s = TestServer::start(test_limits()).await;
+async fn graceful_shutdown_finishes_in_flight_requests_and_closes_idle_connections_after_the_idle_wait() {
+    let limits = Limits { shutdown_idle_wait: Duration::from_secs(1), ..test_limits() };
+    let s = TestServer::start(limits).await;
     let body = fixture("eviction-create.json");
     let uid = uid_of(&body);
 
@@ -376,7 +377,7 @@ async fn graceful_shutdown_finishes_in_flight_requests_and_closes_idle_connectio
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_review(&v, &uid, "in-flight request");
     }
-    // The idle kept-alive connection was closed by the server.
+    // The idle kept-alive connection was closed by the server once the idle wait was over.
     tokio::time::timeout(Duration::from_secs(10), idle)
         .await
         .expect("idle connection left open")
@@ -592,7 +593,11 @@ async fn idle_keep_alive_outlives_the_header_timeout_but_slow_headers_do_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_cuts_requests_still_running_after_the_grace_period() {
-    let limits = Limits { shutdown_grace: Duration::from_millis(500), ..test_limits() };
+    let limits = Limits {
+        shutdown_grace: Duration::from_millis(500),
+        shutdown_idle_wait: Duration::ZERO,
+        ..test_limits()
+    };
     let s = TestServer::start(limits).await;
     // Half a body and never the rest: the request cannot finish.
     let mut stuck = SlowRequest::start(s.addr, &s.client, &fixture("eviction-create.json")).await;

@@ -6,6 +6,7 @@ pub mod apiserver;
 pub mod generated;
 pub mod proxy;
 pub mod run;
+pub mod serve;
 pub mod states;
 pub mod watchapi;
 
