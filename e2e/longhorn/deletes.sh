@@ -193,6 +193,9 @@ check_deletes() {
 	# f2. Longhorn rebuilds the replica elsewhere ($x is cordoned: the new one goes to another node).
 	lhk patch volumes.longhorn.io "$vol" --type merge -p '{"spec":{"numberOfReplicas":2}}' >/dev/null 2>&1 || true
 	tl "f2. $vol: numberOfReplicas 2, $x cordoned"
+	# Right after the patch the new replica is listed while the volume still reads healthy (seen:
+	# 0.6 s later it was degraded): wait for the rebuild to show first, then for its end.
+	wait_for 30 eval '[ "$(del_replica_count "$vol")" = 2 ] && vol_is "$vol" attached/degraded' || true
 	wait_for 300 eval '[ "$(del_replica_count "$vol")" = 2 ] && vol_is "$vol" attached/healthy' || true
 	tl "f2. $vol rebuilt: replicas on $(del_replica_nodes "$vol" | tr '\n' ' ')($(vol_state "$vol"))"
 	check "f2: Longhorn rebuilt $vol on a second node" all '[ "$(del_replica_count "$vol")" = 2 ]' 'vol_is "$vol" attached/healthy'

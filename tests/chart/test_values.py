@@ -214,7 +214,7 @@ def test_delete_webhooks_skip_the_trusted_users_of_the_policy(chart):
     entries = webhook_entries(render(chart, {"policy": {"drain": {"trustedUsers": []}}}))
     assert all(skipped_users(entries[f"{d}.longhorn-guard.io"]) is None for d in DELETES)
     assert "matchConditions" not in entries["instance-manager-delete.longhorn-guard.io"]
-    assert [c["name"] for c in entries["pod-delete.longhorn-guard.io"]["matchConditions"]] == ["instance-manager-pod"]
+    assert [c["name"] for c in entries["pod-delete.longhorn-guard.io"]["matchConditions"]] == ["instance-manager-pod", "not-terminating"]
 
 
 def test_existing_secret_is_mounted_and_its_ca_is_every_ca_bundle(chart):

@@ -479,3 +479,23 @@ async fn what_runs_nowhere_goes() {
     assert_eq!(resp["allowed"], true, "{resp}");
     assert!(warnings(&resp)[0].ends_with("has no node; nothing runs in it"), "{resp}");
 }
+
+/// Seen on real Longhorn (e2e scenario f): once a graceful deletion has begun (Longhorn's own,
+/// an eviction, a delete this rule allowed), the kubelet removes the object with a DELETE of
+/// its own, as `system:node:NAME`, after the containers stopped. Refusing it kept every
+/// instance-manager pod `Completed` and never made again. The webhook's matchConditions leave
+/// such a DELETE out (it/manifests); the server allows it too.
+#[tokio::test]
+async fn the_final_delete_of_a_terminating_instance_manager_pod_goes() {
+    let mut items = items();
+    let server = serve(&items).await;
+    let live = pod_delete(&mut items, IM_NODE_2, "system:node:node-2");
+    assert_denied_429(&answer(&server, &live).await, "the node's delete of a running pod");
+    object(&mut items, "Pod", IM_NODE_2)["metadata"]["deletionTimestamp"] = json!("2026-12-07T10:04:40Z");
+    object(&mut items, "Pod", IM_NODE_2)["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+    for user in ["system:node:node-2", ADMIN] {
+        let mut review = pod_delete(&mut items, IM_NODE_2, user);
+        review["request"]["options"]["gracePeriodSeconds"] = json!(0);
+        assert_allowed_quietly(&answer(&server, &review).await, user);
+    }
+}

@@ -56,7 +56,8 @@ fn start<'a>(
 
 /// Core `pods` DELETE: the pod is `old`, the request's `oldObject`. An instance-manager pod is
 /// decided for its node exactly as its eviction is ([`super::eviction`]), whatever the
-/// request's options say (a dry run, `gracePeriodSeconds: 0`); any other pod is allowed.
+/// request's options say (a dry run, `gracePeriodSeconds: 0`); a pod already terminating, and
+/// any other pod, is allowed.
 pub fn pod_delete(
     req: &AdmissionRequest,
     old: &Pod,
@@ -70,6 +71,13 @@ pub fn pod_delete(
     };
     if ns != LONGHORN_NAMESPACE || label(&old.metadata, COMPONENT_LABEL) != Some(INSTANCE_MANAGER_COMPONENT) {
         return Ok(Decision::allow());
+    }
+    // Already terminating: the deletion that stops it was decided when it began (an eviction,
+    // a delete this rule allowed, a trusted user's). This one only removes the object once its
+    // containers are gone (the kubelet's final DELETE, as `system:node:NAME`, or a force
+    // delete); refusing it would keep the pod from being made again and protect nothing.
+    if old.metadata.deletion_timestamp.is_some() {
+        return Ok(Decision::allow().rule("drain"));
     }
     Ok(match old.node() {
         Some(node) => guard(view, node, policy, now, Act::Drain, None),
