@@ -24,7 +24,7 @@ load_start() { # NAME POD...: evict_load.py in the background
 	LOAD_PID=$!
 	LOAD_LOG_OFFSET=$(stat -c %s "$DIR/log/kube-apiserver.log")
 }
-# load_end NAME WHAT: stops the load and reads its counts into SENT FAILED RATE EVICTIONS
+# load_end NAME WHAT: stops the load and reads its counts into SENT LOAD_FAILED RATE EVICTIONS
 # CREATIONS API_ERRORS (failed: evictions not answered, creations not gated; API_ERRORS: the
 # API server's "failed calling webhook" lines since load_start, the Ignore webhook's "failing
 # open" ones included) and prints the first failures; status 1 (counted as a failure) when the
@@ -32,23 +32,23 @@ load_start() { # NAME POD...: evict_load.py in the background
 load_end() {
 	touch "$DIR/stop-$1"
 	wait "$LOAD_PID" || true
-	read -r SENT FAILED RATE EVICTIONS CREATIONS < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+	read -r SENT LOAD_FAILED RATE EVICTIONS CREATIONS < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 print(d["sent"], d["failed"], d["rate"], d["evictions"]["sent"], d["creations"]["sent"])' "$DIR/load-$1.json") || {
 		cat "$DIR/load-$1.json"
 		fail "$2: the load ran"
 		return 1
 	}
 	API_ERRORS=$(tail -c +"$((LOAD_LOG_OFFSET + 1))" "$DIR/log/kube-apiserver.log" | grep -ci 'failed calling webhook' || true)
-	[ "$FAILED" = 0 ] || python3 -c 'import json,sys; [print("    failure:", f) for f in json.load(open(sys.argv[1]))["failures"]]' "$DIR/load-$1.json"
+	[ "$LOAD_FAILED" = 0 ] || python3 -c 'import json,sys; [print("    failure:", f) for f in json.load(open(sys.argv[1]))["failures"]]' "$DIR/load-$1.json"
 }
 # load_stop NAME WHAT: stops the load, prints and checks its counts.
 load_stop() {
 	local what=$2
 	load_end "$1" "$what" || return 0
 	printf '    %s: reviews sent %s, answered %s, failed %s, %s/s; API server "failed calling webhook": %s\n' \
-		"$what" "$SENT" "$((SENT - FAILED))" "$FAILED" "$RATE" "$API_ERRORS"
-	ROLLOUT_FIGURES+=("$what: sent $SENT, answered $((SENT - FAILED)), failed $FAILED at $RATE/s, API server webhook errors $API_ERRORS")
-	check "$what: 0 failed webhook calls at >= 50/s" all '[ "$FAILED" = 0 ]' '[ "$API_ERRORS" = 0 ]' \
+		"$what" "$SENT" "$((SENT - LOAD_FAILED))" "$LOAD_FAILED" "$RATE" "$API_ERRORS"
+	ROLLOUT_FIGURES+=("$what: sent $SENT, answered $((SENT - LOAD_FAILED)), failed $LOAD_FAILED at $RATE/s, API server webhook errors $API_ERRORS")
+	check "$what: 0 failed webhook calls at >= 50/s" all '[ "$LOAD_FAILED" = 0 ]' '[ "$API_ERRORS" = 0 ]' \
 		'awk -v r="$RATE" "BEGIN { exit !(r >= 50) }"'
 }
 guard_count() { [ "$(guard_pods | wc -l)" = "$1" ]; }
@@ -130,9 +130,9 @@ check_rollout() {
 round_stop() {
 	load_end "$1" "$2" || return 0
 	printf '    %s: %s; reviews %s (%s evictions, %s pod creations) at %s/s, lost %s, API server webhook errors %s\n' \
-		"$2" "$3" "$SENT" "$EVICTIONS" "$CREATIONS" "$RATE" "$FAILED" "$API_ERRORS"
+		"$2" "$3" "$SENT" "$EVICTIONS" "$CREATIONS" "$RATE" "$LOAD_FAILED" "$API_ERRORS"
 	ROUND_SENT=$((ROUND_SENT + SENT))
-	ROUND_LOST=$((ROUND_LOST + FAILED))
+	ROUND_LOST=$((ROUND_LOST + LOAD_FAILED))
 	ROUND_API=$((ROUND_API + API_ERRORS))
 	awk -v r="$RATE" 'BEGIN { exit !(r >= 50) }' || ROUND_SLOW+=("$2: $RATE/s")
 }
