@@ -116,6 +116,9 @@ preflight_api() {
 	k api-versions >/dev/null 2>&1 || die "no API server reachable through KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
 	printf '    kubectl %s, API server %s\n' "$(k version --client -o json 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)" \
 		"$(k get --raw /version 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)"
+	# What decides the version-dependent steps (the gate as a MutatingAdmissionPolicy: v1 only).
+	printf '    admissionregistration.k8s.io serves %s\n' \
+		"$(k get --raw /apis/admissionregistration.k8s.io 2>/dev/null | jq -r '[.versions[].version] | join(", ")')"
 	[ -f "$CRDS" ] || die "Longhorn CRDs not found at $CRDS (set E2E_CRDS)"
 }
 
