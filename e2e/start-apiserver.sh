@@ -18,7 +18,7 @@
 #
 # Needs: etcd and etcdctl (Debian: etcd-server, etcd-client; ETCD and ETCDCTL pick others, and an
 # etcdctl beside $ETCD is taken before the one on PATH), openssl, curl, and a
-# kube-apiserver binary (v1.28+ for matchConditions) that you provide in $KUBE_APISERVER. This
+# kube-apiserver binary (v1.33+, the project's floor) that you provide in $KUBE_APISERVER. This
 # script never downloads anything. DIR (default ${TMPDIR:-/tmp}/longhorn-guard-apiserver) holds
 # the certificates, the service-account key, etcd's data, the logs, the PIDs, the ports
 # (ports.env) and an admin kubeconfig (client certificate in group system:masters).
