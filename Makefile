@@ -158,7 +158,7 @@ e2e-cluster: image-oci ## Real-kubelet suite: a throw-away 2-node cluster, insta
 # downloaded, nothing built is committed.
 LONGHORN_BIN_DIR ?= $(abspath $(OUT_DIR)/longhorn-bin)
 
-longhorn-bin: ## Build Longhorn v1.12.1 and Multus v3.9.3/v4.2.4 from source trees into LONGHORN_BIN_DIR (e2e/longhorn/build.sh)
+longhorn-bin: ## Build Longhorn (the version of the LONGHORN_*_SRC trees) and Multus v3.9.3/v4.2.4 from source trees into LONGHORN_BIN_DIR (e2e/longhorn/build.sh)
 	e2e/longhorn/build.sh $(LONGHORN_BIN_DIR)
 
 # Root; the e2e-cluster settings, plus LONGHORN_BIN_DIR (make longhorn-bin) and LONGHORN_SRC.

@@ -11,6 +11,12 @@
              configuration with a longhorn-guard.io entry, no release record, no pod; then the
              namespace Helm created is deleted too
 
+After the install it also checks the init gate's form (initGate.via auto): the
+MutatingAdmissionPolicy where the API server serves admissionregistration.k8s.io/v1
+MutatingAdmissionPolicy, else the mutating webhook, never both. On an API server older than
+the chart's kubeVersion floor the install must be refused by Helm, naming the floor, with
+nothing created: that is the whole run there.
+
 Without a Ready Node (a bare kube-apiserver) the pod and review checks are skipped and say so.
 Reviews are only sent once the Service's ClusterIP is routed to a local device: an API server
 dials that address, and by the default route the connection would leave this machine.
@@ -163,6 +169,46 @@ class Reviews(threading.Thread):
             time.sleep(0.2)
 
 
+def chart_floor() -> tuple[int, int]:
+    """The (major, minor) of Chart.yaml's kubeVersion, which must read ">=MAJOR.MINOR.0-0"."""
+    meta = helm.values_from_yaml((CHART / "Chart.yaml").read_text())
+    m = re.fullmatch(r">=(\d+)\.(\d+)\.0-0", str(meta.get("kubeVersion", "")))
+    if not m:
+        die(f"Chart.yaml kubeVersion {meta.get('kubeVersion')!r} is not of the form >=MAJOR.MINOR.0-0")
+    return int(m[1]), int(m[2])
+
+
+def server_version(run: Run) -> tuple[int, int, str]:
+    """The API server's (major, minor, gitVersion) from /version; a minor like "33+" is 33."""
+    v = json.loads(run.kubectl("get", "--raw", "/version").stdout)
+    return int(re.match(r"\d+", v["major"])[0]), int(re.match(r"\d+", v["minor"])[0]), v["gitVersion"]
+
+
+def serves_v1(run: Run, kind: str) -> bool:
+    """The API server serves KIND in admissionregistration.k8s.io/v1 (not only in a beta)."""
+    out = run.kubectl("get", "--raw", "/apis/admissionregistration.k8s.io/v1")
+    return out.returncode == 0 and any(r["kind"] == kind for r in json.loads(out.stdout)["resources"])
+
+
+def below_floor(run: Run, cfg, chart, values, version: str, floor: tuple[int, int]) -> None:
+    """Helm refuses the install before it creates anything: no namespace, no webhook
+    configuration, no release record."""
+    log(f"install on {version}, below the chart's floor {floor[0]}.{floor[1]}: Helm must refuse it")
+    try:
+        cfg.install(chart, run.release, values, namespace=run.ns, create_namespace=True)
+        refused = ""
+    except helm.HelmError as e:
+        refused = str(e)
+    print(f"    {refused or 'installed'}")
+    run.check("the install is refused, naming the chart's kubeVersion and the cluster's version",
+              f"chart requires kubeVersion: >={floor[0]}.{floor[1]}.0-0" in refused and version in refused, refused)
+    run.check(f"namespace {run.ns} was not created", run.kubectl("get", "namespace", run.ns).returncode != 0)
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        run.check(f"no {kind} {fullname(run.release)}", run.kubectl("get", kind, fullname(run.release)).returncode != 0)
+    records = run.kubectl("get", "secrets", "-A", "-l", f"owner=helm,name={run.release}", "-o", "name").stdout.split()
+    run.check("no Helm release record", not records, " ".join(records))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kubeconfig", required=True)
@@ -205,10 +251,16 @@ def main() -> None:
     cfg = helm.Config(kubeconfig_path=a.kubeconfig, namespace=a.namespace)
     chart = helm.Chart.load(CHART)
     wait = {"wait": "watcher", "timeout": 300} if kubelets else {}
+    major, minor, version = server_version(run)
+    floor = chart_floor()
+    print(f"    API server {version}; the chart's floor {floor[0]}.{floor[1]}")
     try:
-        install(run, cfg, chart, values, wait, kubelets)
-        upgrade(run, cfg, chart, values, wait, kubelets)
-        uninstall(run, cfg, kubelets)
+        if (major, minor) < floor:
+            below_floor(run, cfg, chart, values, version, floor)
+        else:
+            install(run, cfg, chart, values, wait, kubelets)
+            upgrade(run, cfg, chart, values, wait, kubelets)
+            uninstall(run, cfg, kubelets)
     finally:
         if created_ns:
             run.kubectl("delete", "namespace", LH_NS, "--wait=false")
@@ -240,6 +292,7 @@ def install(run: Run, cfg, chart, values, wait, kubelets) -> None:
         if run.kubectl("get", *args).returncode != 0:
             missing.append("/".join(args))
     run.check(f"every object of the manifest exists ({len(objects(rel['manifest']))})", not missing, ", ".join(missing))
+    gate_form(run, objects(rel["manifest"]))
     if not reviews_possible(run, kubelets):
         return
     pods = guard_pods(run)
@@ -253,6 +306,20 @@ def install(run: Run, cfg, chart, values, wait, kubelets) -> None:
     run.check("a dry-run eviction is answered by the webhook (its admission counter moved)",
               result == "answered" and before is not None and after is not None and after > before,
               f"{result}: {text[:300]}; counter {before} -> {after}")
+
+
+def gate_form(run: Run, objs: list[dict]) -> None:
+    """initGate.via auto: the form the API server serves, and only that one."""
+    kinds = {o["kind"] for o in objs}
+    entries = [w["name"] for o in objs if o["kind"] == "MutatingWebhookConfiguration" for w in o["webhooks"]]
+    if serves_v1(run, "MutatingAdmissionPolicy"):
+        run.check("v1 MutatingAdmissionPolicy served: the gate is the policy and its binding, no webhook entry",
+                  {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"} <= kinds and not entries,
+                  f"kinds {sorted(kinds)}, mutating entries {entries}")
+    else:
+        run.check("no v1 MutatingAdmissionPolicy served: the gate is the webhook entry, no policy",
+                  entries == ["init-gate.longhorn-guard.io"] and not kinds & {"MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"},
+                  f"kinds {sorted(kinds)}, mutating entries {entries}")
 
 
 def upgrade(run: Run, cfg, chart, values, wait, kubelets) -> None:

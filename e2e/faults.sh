@@ -82,9 +82,9 @@ etcd_fail_replica() {
 	local key=/registry/longhorn.io/replicas/$LH_NS/$1 value
 	# shellcheck source=/dev/null
 	. "$APISERVER_DIR/ports.env"
-	value=$(ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$ETCD_PORT" get "$key" --print-value-only)
+	value=$(ETCDCTL_API=3 "$ETCDCTL" --endpoints="http://127.0.0.1:$ETCD_PORT" get "$key" --print-value-only)
 	grep -qF '"failedAt":""' <<<"$value" || return 1
-	ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$ETCD_PORT" put "$key" \
+	ETCDCTL_API=3 "$ETCDCTL" --endpoints="http://127.0.0.1:$ETCD_PORT" put "$key" \
 		"${value/\"failedAt\":\"\"/\"failedAt\":\"$2\"}" >/dev/null
 }
 

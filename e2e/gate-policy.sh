@@ -16,11 +16,13 @@ GP_FIXTURES=${E2E_FIXTURES:-$ROOT/../shared/fixtures/admission}
 GP_DIR=
 jq_true() { jq -en "$@" >/dev/null; }
 
-# gate_policy_served: the API server serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy.
-gate_policy_served() {
-	k api-resources --api-group=admissionregistration.k8s.io -o name 2>/dev/null | grep -qx 'mutatingadmissionpolicies.admissionregistration.k8s.io' &&
-		k get --raw /apis/admissionregistration.k8s.io/v1 2>/dev/null | grep -q '"kind":"MutatingAdmissionPolicy"'
+# served_v1 KIND: the API server serves KIND in admissionregistration.k8s.io/v1 (not only in a
+# beta or alpha version of the group).
+served_v1() {
+	k get --raw /apis/admissionregistration.k8s.io/v1 2>/dev/null | jq -e --arg kind "$1" 'any(.resources[]; .kind == $kind)' >/dev/null
 }
+# gate_policy_served: v1 MutatingAdmissionPolicy (Kubernetes 1.36+).
+gate_policy_served() { served_v1 MutatingAdmissionPolicy; }
 
 # gate_policy_cases DIR: one pod per file, DIR/<expect>.<case>.json (expect: gate | none).
 gate_policy_cases() {
@@ -173,7 +175,11 @@ gate_policy_failure_mode() {
 # through what it would only warn about.
 replicas_policy_checks() {
 	local vap=$WORK/replicas-policy.yaml
-	gate_policy_served || return 0
+	# v1 ValidatingAdmissionPolicy: Kubernetes 1.30+, so every supported version.
+	if ! served_v1 ValidatingAdmissionPolicy; then
+		fail "the API server serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (Kubernetes 1.30+)"
+		return 0
+	fi
 	log "replica counts as a ValidatingAdmissionPolicy (replicas.action deny), longhorn-guard stopped"
 	printf 'replicas: {minimum: 3, action: deny}\n' >"$WORK/replicas-deny-policy.yaml"
 	"$BIN" replicas-policy --policy "$WORK/replicas-deny-policy.yaml" >"$vap"

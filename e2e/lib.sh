@@ -50,6 +50,32 @@ wait_for() {
 		sleep 1
 	done
 }
+# free_port PORT [COUNT]: the first port from PORT up that, with the COUNT-1 ports after it (1),
+# nothing listens on at 127.0.0.1.
+free_port() {
+	local p=$1 n=${2:-1} i
+	while :; do
+		for ((i = 0; i < n; i++)); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$((p + i))") 2>/dev/null && break
+		done
+		if [ "$i" -eq "$n" ]; then
+			echo "$p"
+			return
+		fi
+		p=$((p + i + 1))
+	done
+}
+# etcdctl_path: $ETCDCTL, else the etcdctl beside $ETCD (they ship together: an etcd given by
+# path, e.g. a 3.5 one off PATH, gets its own), else the one on PATH; nothing if none.
+etcdctl_path() {
+	if [ -n "${ETCDCTL:-}" ]; then
+		echo "$ETCDCTL"
+	elif [ -n "${ETCD:-}" ] && [ -x "$(dirname "$ETCD")/etcdctl" ]; then
+		echo "$(dirname "$ETCD")/etcdctl"
+	else
+		command -v etcdctl || true
+	fi
+}
 gone() { ! k "$@" >/dev/null 2>&1; }
 gone_pid() { # exited (a zombie until `wait` reaps it counts as gone)
 	local st
@@ -90,6 +116,9 @@ preflight_api() {
 	k api-versions >/dev/null 2>&1 || die "no API server reachable through KUBECONFIG=${KUBECONFIG:-~/.kube/config}"
 	printf '    kubectl %s, API server %s\n' "$(k version --client -o json 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)" \
 		"$(k get --raw /version 2>/dev/null | grep -m1 gitVersion | cut -d'"' -f4)"
+	# What decides the version-dependent steps (the gate as a MutatingAdmissionPolicy: v1 only).
+	printf '    admissionregistration.k8s.io serves %s\n' \
+		"$(k get --raw /apis/admissionregistration.k8s.io 2>/dev/null | jq -r '[.versions[].version] | join(", ")')"
 	[ -f "$CRDS" ] || die "Longhorn CRDs not found at $CRDS (set E2E_CRDS)"
 }
 

@@ -30,7 +30,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 E2E="$ROOT/e2e"
 KUBECTL=${KUBECTL:-kubectl}
 BIN=${LONGHORN_GUARD_BIN:-$ROOT/target/debug/longhorn-guard}
-PORT=${E2E_PORT:-18443}
 IMAGE=${E2E_IMAGE:-}
 MODE=${E2E_MODE:-$([ -n "$IMAGE" ] && echo in-cluster || echo local)}
 if [ -n "${KUBE_APISERVER:-}" ] && [ -z "${KUBECONFIG:-}" ]; then
@@ -53,6 +52,9 @@ APISERVER_DIR=$WORK/apiserver
 SCRIPT_NAME=e2e
 # shellcheck source=e2e/lib.sh
 . "$E2E/lib.sh"
+# The server's port and, for the deny-mode server (e2e/replicas-deny.sh), the next one: the
+# first free pair from 18443, so that runs side by side do not collide.
+PORT=${E2E_PORT:-$(free_port 18443 2)}
 # shellcheck source=e2e/faults.sh
 . "$E2E/faults.sh"
 # shellcheck source=e2e/check-cluster.sh
@@ -123,9 +125,9 @@ case $APISERVER in
 own)
 	[ "$MODE" = local ] || die "E2E_APISERVER=own needs local mode (in-cluster mode needs a real cluster)"
 	[ -n "${KUBE_APISERVER:-}" ] || die "E2E_APISERVER=own needs KUBE_APISERVER (a kube-apiserver binary)"
+	[ -n "$(etcdctl_path)" ] || die "E2E_APISERVER=own needs etcdctl for the watch-fault checks (Debian: etcd-client; or ETCDCTL, or one beside \$ETCD)"
 	log "an API server of its own: etcd + $KUBE_APISERVER in $APISERVER_DIR"
 	# Free ports near the defaults unless given, so that parallel runs do not collide.
-	free_port() { local p=$1; while (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; do p=$((p + 1)); done; echo "$p"; }
 	export E2E_APISERVER_PORT=${E2E_APISERVER_PORT:-$(free_port 16443)}
 	export E2E_ETCD_PORT=${E2E_ETCD_PORT:-$(free_port 12379)}
 	export E2E_ETCD_PEER_PORT=${E2E_ETCD_PEER_PORT:-$(free_port $((E2E_ETCD_PORT + 1)))}

@@ -16,12 +16,15 @@
 #   e2e/start-apiserver.sh pki [DIR]               # only the certificates, in DIR/pki
 #                                                  # (e2e/faults-cluster.sh uses them)
 #
-# Needs: etcd and etcdctl (Debian: etcd-server, etcd-client), openssl, curl, and a
-# kube-apiserver binary (v1.28+ for matchConditions) that you provide in $KUBE_APISERVER. This
+# Needs: etcd and etcdctl (Debian: etcd-server, etcd-client; ETCD and ETCDCTL pick others, and an
+# etcdctl beside $ETCD is taken before the one on PATH), openssl, curl, and a
+# kube-apiserver binary (v1.33+, the project's floor) that you provide in $KUBE_APISERVER. This
 # script never downloads anything. DIR (default ${TMPDIR:-/tmp}/longhorn-guard-apiserver) holds
 # the certificates, the service-account key, etcd's data, the logs, the PIDs, the ports
 # (ports.env) and an admin kubeconfig (client certificate in group system:masters).
 # Ports: E2E_APISERVER_PORT (16443), E2E_ETCD_PORT (12379), E2E_ETCD_PEER_PORT (12380).
+# E2E_APISERVER_FLAGS: more kube-apiserver flags, split at spaces (e.g. a beta API:
+# "--runtime-config=admissionregistration.k8s.io/v1beta1=true --feature-gates=MutatingAdmissionPolicy=true").
 set -euo pipefail
 
 CMD=${1:-start}
@@ -29,6 +32,7 @@ DIR=${2:-${TMPDIR:-/tmp}/longhorn-guard-apiserver}
 API_PORT=${E2E_APISERVER_PORT:-16443}
 ETCD_PORT=${E2E_ETCD_PORT:-12379}
 ETCD_PEER_PORT=${E2E_ETCD_PEER_PORT:-12380}
+APISERVER_FLAGS=${E2E_APISERVER_FLAGS:-}
 PKI=$DIR/pki
 # `start` records the ports and the binary here; the other commands read them back.
 if [ "$CMD" != start ] && [ -f "$DIR/ports.env" ]; then
@@ -65,6 +69,8 @@ ready() {
 # waits until /readyz says ok (returns 1, with the log's tail, if it does not within 120s).
 start_apiserver() {
 	in_use "$API_PORT" && die "port $API_PORT is in use (set E2E_APISERVER_PORT)"
+	local extra
+	read -ra extra <<<"${APISERVER_FLAGS:-}"
 	# Admission plugins: the defaults (incl. ServiceAccount, MutatingAdmissionWebhook,
 	# ValidatingAdmissionWebhook). The service CIDR is only a setting: nothing is routed.
 	"$KUBE_APISERVER" \
@@ -79,6 +85,7 @@ start_apiserver() {
 		--allow-privileged=true \
 		--endpoint-reconciler-type=none \
 		--profiling=false \
+		"${extra[@]}" \
 		>>"$DIR/kube-apiserver.log" 2>&1 &
 	echo $! >"$DIR/kube-apiserver.pid"
 	if ! wait_for 120 ready; then
@@ -112,7 +119,7 @@ make_pki() {
 	openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 }
 
-etcdctl_() { ETCDCTL_API=3 etcdctl --endpoints="http://127.0.0.1:$ETCD_PORT" "$@"; }
+etcdctl_() { ETCDCTL_API=3 "$ETCDCTL" --endpoints="http://127.0.0.1:$ETCD_PORT" "$@"; }
 
 need_started() { [ -f "$DIR/ports.env" ] || die "no $DIR/ports.env: run '$0 start $DIR' first"; }
 
@@ -137,7 +144,7 @@ apiserver-start)
 	;;
 compact)
 	need_started
-	command -v etcdctl >/dev/null || die "etcdctl not found (Debian: apt-get install etcd-client)"
+	[ -n "${ETCDCTL:-}" ] || die "etcdctl not found (Debian: apt-get install etcd-client; or set ETCDCTL)"
 	# A write outside the API server's keys moves the revision past every resource version a
 	# client holds; compacting there makes a watch from any of them "too old" (410 Gone).
 	etcdctl_ put /longhorn-guard-e2e/bump "$(date +%s)" >/dev/null || die "etcd put failed"
@@ -170,8 +177,8 @@ in_use "$ETCD_PEER_PORT" && die "port $ETCD_PEER_PORT is in use (set E2E_ETCD_PE
 in_use "$API_PORT" && die "port $API_PORT is in use (set E2E_APISERVER_PORT)"
 rm -rf "$DIR/etcd" "$DIR/kube-apiserver.log"
 mkdir -p "$PKI"
-printf 'API_PORT=%q\nETCD_PORT=%q\nETCD_PEER_PORT=%q\nKUBE_APISERVER=%q\n' \
-	"$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$(realpath "$KUBE_APISERVER")" >"$DIR/ports.env"
+printf 'API_PORT=%q\nETCD_PORT=%q\nETCD_PEER_PORT=%q\nKUBE_APISERVER=%q\nETCDCTL=%q\nAPISERVER_FLAGS=%q\n' \
+	"$API_PORT" "$ETCD_PORT" "$ETCD_PEER_PORT" "$(realpath "$KUBE_APISERVER")" "$(etcdctl_path)" "$APISERVER_FLAGS" >"$DIR/ports.env"
 
 make_pki
 

