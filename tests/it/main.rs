@@ -48,6 +48,7 @@ mod server;
 mod server_load;
 mod server_reliability;
 mod server_watch;
+mod streaming_lists;
 mod synthetic;
 mod unscheduled_pod;
 mod upstream;
