@@ -193,7 +193,9 @@ start_serve() {
 # is the yardstick of the time to ready), then all at once.
 lists=$("$EXAMPLES/scale_load" lists) || die "timing the API server's LISTs failed"
 echo "    API server LISTs: $lists"
+start_cpu=$(apiserver_ticks)
 start_serve
+start_cpu=$(awk -v a="$start_cpu" -v b="$(apiserver_ticks)" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (a != "" && b != "") printf "%.1f s", (b - a) / hz; else print "n/a" }')
 ready_first=$ready_s
 hwm_sync=$(vm VmHWM)
 # The first evictions after /readyz turned 200: ready means answered at the view's speed.
@@ -390,6 +392,7 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s ms (%s) / %s ms, %s MB\n' "longest LIST alone / all kinds at once" "$(field "$lists" longest_ms)" \
 		"$(sed -n 's/.*"longest":"\([^"]*\)".*/\1/p' <<<"$lists")" "$(field "$lists" all_ms)" \
 		"$(awk -v b="$(field "$lists" bytes)" 'BEGIN { printf "%.1f", b / 1e6 }')"
+	printf '%-44s %s\n' "API server CPU, start -> ready (probes on)" "$start_cpu"
 	printf '%-44s %s\n' "time to ready / longest LIST" \
 		"$(awk -v r="$ready_first" -v l="$(field "$lists" longest_ms)" 'BEGIN { if (l > 0) printf "%.2f", r * 1000 / l; else print "n/a" }')"
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "first 5 evictions after ready, p50 / max" "$(ms "$(field "$first" p50_ms)")" \
