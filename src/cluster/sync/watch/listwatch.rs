@@ -9,7 +9,7 @@
 //! `k8s.io/initial-events-end` carries the version of the whole set. An API server that
 //! refuses it (an older version, or the feature off) is listed in pages from then on
 //! ([`Streaming`]). docs/scale.md has the figures: a paged list's later pages are read from
-//! etcd, several times the API server's CPU of the same objects from its cache.
+//! etcd, at several times the API server's CPU of the same objects from its cache.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
