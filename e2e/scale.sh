@@ -165,6 +165,7 @@ guard_kubeconfig "$WORK/sa.kubeconfig"
 printf 'drain:\n  maxViewAge: %s\n' "$MAX_VIEW_AGE" >"$WORK/policy.yaml"
 # The partly busy phase measures confirmations that reuse the kinds the view holds current.
 if [ -n "$BUSY_KINDS" ]; then printf '  reuseCurrentKinds: true\n' >>"$WORK/policy.yaml"; fi
+load_client() { "$EXAMPLES/admission_load" --url "https://127.0.0.1:$PORT/validate" --ca "$WORK/certs/ca.crt" --pod "$storage_im" "$@"; }
 ready() { curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null; }
 # start_serve [ARGS...]: serve in watch mode with extra ARGS; sets SERVER_PID and ready_s.
 start_serve() {
@@ -188,10 +189,23 @@ start_serve() {
 	done
 	ready_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
 }
+# What the API server alone takes to list what the guard lists: each kind alone (the longest
+# is the yardstick of the time to ready), then all at once.
+lists=$("$EXAMPLES/scale_load" lists) || die "timing the API server's LISTs failed"
+echo "    API server LISTs: $lists"
+start_cpu=$(apiserver_ticks)
 start_serve
+start_cpu=$(awk -v a="$start_cpu" -v b="$(apiserver_ticks)" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (a != "" && b != "") printf "%.1f s", (b - a) / hz; else print "n/a" }')
+ready_first=$ready_s
+hwm_sync=$(vm VmHWM)
+# The first evictions after /readyz turned 200: ready means answered at the view's speed.
+set +e
+first=$(load_client --requests 5 --concurrency 1)
+[ $? -eq 0 ] || FAILED=1
+set -e
 sleep 1
 rss_sync=$(vm VmRSS)
-echo "    ready after ${ready_s}s; RSS ${rss_sync} MiB"
+echo "    ready after ${ready_s}s; peak RSS ${hwm_sync} MiB by then; RSS ${rss_sync} MiB; first 5 evictions: $first"
 # Steady state: serve's first `check cluster` refresh starts at sync; sample once it is done
 # (at most 60 s) and the server has been idle for a second.
 for _ in $(seq 600); do
@@ -200,9 +214,8 @@ for _ in $(seq 600); do
 done
 sleep 1
 rss_idle=$(vm VmRSS)
-echo "    RSS ${rss_idle} MiB once idle after the first check refresh"
-
-load_client() { "$EXAMPLES/admission_load" --url "https://127.0.0.1:$PORT/validate" --ca "$WORK/certs/ca.crt" --pod "$storage_im" "$@"; }
+hwm_start=$(vm VmHWM)
+echo "    RSS ${rss_idle} MiB once idle after the first check refresh (peak ${hwm_start} MiB)"
 
 # ---------------------------------------------------------------- fresh view
 log "fresh view: $FRESH_REQUESTS evictions of $storage_im, $CONCURRENCY connections, a heartbeat write every second"
@@ -278,6 +291,7 @@ rss_peak_probes=$(vm VmHWM)
 log "longhorn-guard serve again with --freshness-probe-interval 0s (every quiet allow confirmed by reads)"
 stop_pid "$SERVER_PID"
 start_serve --freshness-probe-interval 0s
+ready_plain=$ready_s
 echo "    ready after ${ready_s}s"
 apiserver_idle_plain=n/a
 if [ -n "$(apiserver_ticks)" ]; then
@@ -347,7 +361,7 @@ if [ "$OVERLAP" -gt 0 ]; then
 	r1=$(metric_sum "$WORK/metrics.overlap.1" longhorn_guard_api_requests_total)
 	[ -n "$r1" ] && overlap_requests="$((r1 - ${r0:-0})) for $OVERLAP evictions"
 fi
-unconfirmed=$(($(count "$fresh" could_not_confirm) + $(count "$proven" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm) + $(count "$overlap" could_not_confirm)))
+unconfirmed=$(($(count "$first" could_not_confirm) + $(count "$fresh" could_not_confirm) + $(count "$proven" could_not_confirm) + $(count "$quiet" could_not_confirm) + $(count "$busy" could_not_confirm) + $(count "$overlap" could_not_confirm)))
 
 # ---------------------------------------------------------------- API server CPU (optional)
 # What the confirmation's reads cost the API server: its CPU time over CPU_READS back-to-back
@@ -374,7 +388,17 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 {
 	printf '%-44s %s\n' "metric" "value"
 	printf '%-44s %s\n' "state loaded (API calls, $LOAD_CONCURRENCY in flight)" "${load_s}"
-	printf '%-44s %s\n' "time to ready (start -> /readyz 200)" "${ready_s} s"
+	printf '%-44s %s / %s s\n' "time to ready (start -> /readyz 200), probes on / off" "${ready_first}" "${ready_plain}"
+	printf '%-44s %s ms (%s) / %s ms, %s MB\n' "longest LIST alone / all kinds at once" "$(field "$lists" longest_ms)" \
+		"$(sed -n 's/.*"longest":"\([^"]*\)".*/\1/p' <<<"$lists")" "$(field "$lists" all_ms)" \
+		"$(awk -v b="$(field "$lists" bytes)" 'BEGIN { printf "%.1f", b / 1e6 }')"
+	printf '%-44s %s\n' "API server CPU, start -> ready (probes on)" "$start_cpu"
+	printf '%-44s %s\n' "time to ready / longest LIST" \
+		"$(awk -v r="$ready_first" -v l="$(field "$lists" longest_ms)" 'BEGIN { if (l > 0) printf "%.2f", r * 1000 / l; else print "n/a" }')"
+	printf '%-44s %s / %s (n=%s, allowed %s)\n' "first 5 evictions after ready, p50 / max" "$(ms "$(field "$first" p50_ms)")" \
+		"$(ms "$(field "$first" max_ms)")" "$(field "$first" requests)" "$(field "$first" allowed)"
+	printf '%-44s %s MiB\n' "peak RSS at ready (VmHWM: the sync)" "${hwm_sync:-n/a}"
+	printf '%-44s %s MiB\n' "peak RSS after the first check refresh" "${hwm_start:-n/a}"
 	printf '%-44s %s\n' "RSS after sync" "${rss_sync:-n/a} MiB"
 	printf '%-44s %s\n' "RSS idle (after the first check refresh)" "${rss_idle:-n/a} MiB"
 	printf '%-44s %s\n' "RSS at the end (2 s after the quiet view)" "${rss_now:-n/a} MiB"

@@ -5,6 +5,7 @@
 //! cargo run --example scale_load -- load --nodes 10 --volumes 1000 [--concurrency 32]
 //! cargo run --example scale_load -- heartbeat [--interval 1s] [--kinds volumes,engines]   # until SIGTERM/Ctrl-C
 //! cargo run --example scale_load -- delete [--concurrency 32]
+//! cargo run --example scale_load -- lists
 //! ```
 //!
 //! `load` creates every object of [`Synthetic`] (status stripped), then writes its status
@@ -12,6 +13,9 @@
 //! first). `heartbeat` patches an annotation on one synthetic object of every kind (or of the
 //! `--kinds` given) each interval, so those watches of the guard see events and stay current. `delete`
 //! removes every object labelled `longhorn-guard-scale=true` (pods with grace period 0).
+//! `lists` times LISTs of every kind the guard watches, paged as its watches page them, each
+//! body read and dropped (no decoding beyond the continue token): each kind alone, then all
+//! at once; it prints one JSON line (`longest_ms`, `longest`, `all_ms`, `bytes`).
 //! Exit status: 0 done, 1 an API call failed (the first error on stderr), 2 bad arguments.
 
 use std::process::ExitCode;
@@ -19,8 +23,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use futures::TryStreamExt as _;
+use http_body_util::BodyExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use longhorn_guard::cluster::readset::{Resource, RESOURCES};
 use longhorn_guard::cluster::LONGHORN_NAMESPACE;
 use longhorn_guard::synthetic::{Group, Synthetic, LABEL};
 use serde_json::{json, Value};
@@ -55,6 +61,8 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         kinds: Vec<String>,
     },
+    /// Time paged LISTs of every kind the guard watches (each alone, then all at once).
+    Lists,
     /// Delete every synthetic object.
     Delete {
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=512))]
@@ -196,6 +204,57 @@ async fn delete(client: Client, concurrency: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Reads every page of `r`'s kind as the guard's watch pages it: (bytes read, wall time).
+async fn list_kind(client: &Client, r: &Resource) -> Result<(usize, Duration), Error> {
+    #[derive(serde::Deserialize)]
+    struct Page {
+        metadata: kube::core::ListMeta,
+    }
+    let started = Instant::now();
+    let (mut bytes, mut token) = (0, None::<String>);
+    loop {
+        let mut lp = ListParams::default().limit(r.kind.page_size());
+        lp.continue_token = token.take();
+        let req =
+            kube::core::Request::new(r.list_path()).list(&lp).map_err(|e| format!("{}: {e}", r.display))?;
+        let res = client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .map_err(|e| format!("{}: {e}", r.display))?;
+        if !res.status().is_success() {
+            return Err(format!("list {}: HTTP {}", r.display, res.status()).into());
+        }
+        let body = res.into_body().collect().await.map_err(|e| format!("{}: {e}", r.display))?.to_bytes();
+        bytes += body.len();
+        let page: Page = serde_json::from_slice(&body).map_err(|e| format!("{}: {e}", r.display))?;
+        token = page.metadata.continue_.filter(|t| !t.is_empty());
+        if token.is_none() {
+            return Ok((bytes, started.elapsed()));
+        }
+    }
+}
+
+async fn lists(client: Client) -> Result<(), Error> {
+    let mut longest = (Duration::ZERO, "");
+    let mut total = 0;
+    for r in &RESOURCES {
+        let (bytes, took) = list_kind(&client, r).await?;
+        total += bytes;
+        if took > longest.0 {
+            longest = (took, r.display);
+        }
+    }
+    let started = Instant::now();
+    futures::future::try_join_all(RESOURCES.iter().map(|r| list_kind(&client, r))).await?;
+    let all = started.elapsed();
+    let ms = |d: Duration| d.as_millis();
+    println!(
+        "{}",
+        json!({"longest_ms": ms(longest.0), "longest": longest.1, "all_ms": ms(all), "bytes": total})
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -216,6 +275,7 @@ async fn main() -> ExitCode {
             }
         },
         Command::Heartbeat { interval, kinds } => heartbeat(client, interval, &kinds).await,
+        Command::Lists => lists(client).await,
         Command::Delete { concurrency } => delete(client, concurrency.into()).await,
     };
     match result {

@@ -51,10 +51,29 @@ pub struct Summary {
     pub checks: Vec<&'static str>,
 }
 
+/// The cluster view the checks read: borrowed for the whole report (`check cluster`), or a
+/// shared view taken under its lock for one piece of a check at a time (`serve`'s refresh),
+/// so that no review and no watch waits behind a report.
+pub trait ViewAccess {
+    fn with<R>(&self, f: impl FnOnce(&ClusterView) -> R) -> R;
+}
+
+impl ViewAccess for ClusterView {
+    fn with<R>(&self, f: impl FnOnce(&ClusterView) -> R) -> R {
+        f(self)
+    }
+}
+
+impl ViewAccess for crate::cluster::SharedView {
+    fn with<R>(&self, f: impl FnOnce(&ClusterView) -> R) -> R {
+        f(&self.read())
+    }
+}
+
 impl Report {
     /// Runs every check over `inv` and `view`, in report order (after the objects that could
     /// not be read).
-    pub fn build(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Self {
+    pub fn build(inv: &Inventory, view: &impl ViewAccess, policy: &Policy, now: SystemTime) -> Self {
         let mut findings = inv.unreadable.findings();
         findings.extend(checks::nodes::node_conditions(inv));
         findings.extend(checks::nodes::disk_space(inv));

@@ -36,6 +36,9 @@ pub struct Rule {
 pub enum Verdict {
     Ready,
     NotSynced,
+    /// Synced, not yet proven current since the start: evictions would wait for confirmations
+    /// (up to `--unready-after` after the sync; then the view is judged as any unproven one).
+    Proving,
     /// Unready, with the reason (one line).
     Unready(String),
 }
@@ -47,6 +50,10 @@ struct State {
     unproven_since: Option<(Instant, SystemTime)>,
     /// Unready now, and for which reason label.
     unready: Option<&'static str>,
+    /// When the view was first observed synced.
+    synced_at: Option<Instant>,
+    /// The view has been proven current at least once.
+    proven_once: bool,
 }
 
 /// The readiness state of one server, and its metrics as of the last [`Readiness::observe`].
@@ -95,6 +102,7 @@ impl Readiness {
         let answered = view.read_answered();
         let Some(why) = why else {
             st.unproven_since = None;
+            st.proven_once = true;
             self.flip_ready(st, "proven");
             return Verdict::Ready;
         };
@@ -114,6 +122,12 @@ impl Readiness {
         let (since, _) = *observed;
         if why == Unproven::NotSynced {
             return Verdict::NotSynced;
+        }
+        // Ready means fast: until its first proof the view would send evictions to
+        // confirmations, so a new replica waits for it (bounded, as an unproven view is).
+        let synced_at = *st.synced_at.get_or_insert(now);
+        if !st.proven_once && now.saturating_duration_since(synced_at) < self.rule.unready_after {
+            return Verdict::Proving;
         }
         // A read answered within maxViewAge, since the view became unproven, shows that
         // confirmations can work.
@@ -163,6 +177,38 @@ mod tests {
     const RULE: Rule =
         Rule { unready_after: Duration::from_secs(10), max_view_age: Duration::from_secs(5), by_age: true };
 
+    /// Readiness under `rule` that has seen a proven view once (a replica past its start).
+    fn started(rule: Rule) -> Readiness {
+        let r = Readiness::new(rule);
+        let now = SystemTime::now();
+        assert_eq!(r.observe(&synced(now), Instant::now(), now), Verdict::Ready);
+        r
+    }
+
+    #[test]
+    fn a_synced_view_waits_for_its_first_proof_at_most_the_bound() {
+        let (w0, s) = (SystemTime::now(), Duration::from_secs);
+        let t = Instant::now();
+        // Listed long ago (a slow sync): stale until a probe proves it.
+        let mut v = synced(w0 - s(8));
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&ClusterView::new(Source::Watch), t, w0), Verdict::NotSynced);
+        assert_eq!(r.observe(&v, t, w0), Verdict::Proving);
+        assert_eq!(r.observe(&v, t + s(9), w0), Verdict::Proving);
+        // Not proven within --unready-after of the sync: judged as any unproven view.
+        assert!(matches!(r.observe(&v, t + s(10), w0), Verdict::Unready(_)));
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&v, t, w0), Verdict::Proving);
+        v.touch(w0);
+        assert_eq!(r.observe(&v, t + s(1), w0), Verdict::Ready, "proven");
+        // Once proven, an unproven view is ready until the bound, as before.
+        let v = synced(w0 - s(8));
+        assert_eq!(r.observe(&v, t + s(2), w0), Verdict::Ready);
+        // Without probes a synced view is proven at once.
+        let r = Readiness::new(Rule { by_age: false, ..RULE });
+        assert_eq!(r.observe(&v, t, w0), Verdict::Ready);
+    }
+
     #[test]
     fn unready_after_the_bound_with_a_reason_and_ready_again_once_proven() {
         let (t0, w0) = (Instant::now(), SystemTime::now());
@@ -201,13 +247,13 @@ mod tests {
         v.mark_synced();
         v.note_watch_failed(ObjectKind::Replica);
         let t = Instant::now();
-        let r = Readiness::new(RULE);
+        let r = started(RULE);
         assert_eq!(r.observe(&v, t, w0), Verdict::Ready);
         // Failing for 2 s, proven last 10 s ago: unready.
         assert!(
             matches!(r.observe(&v, t + s(2), w0), Verdict::Unready(why) if why.contains("watches failing"))
         );
-        let r = Readiness::new(Rule { by_age: false, ..RULE });
+        let r = started(Rule { by_age: false, ..RULE });
         r.observe(&v, t, w0);
         assert_eq!(r.observe(&v, t + s(2), w0), Verdict::Ready, "without probes, from the failure");
     }
@@ -217,7 +263,7 @@ mod tests {
         let (t0, w0) = (Instant::now(), SystemTime::now());
         let s = Duration::from_secs;
         let v = synced(w0 - s(30));
-        let r = Readiness::new(RULE);
+        let r = started(RULE);
         assert_eq!(r.observe(&v, t0, w0), Verdict::Ready);
         assert!(
             matches!(r.observe(&v, t0 + s(10), w0), Verdict::Unready(why) if why.contains("no probe proved it current"))

@@ -149,6 +149,10 @@ async fn readyz(State(app): State<Arc<AppState>>) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             "cluster view not synced yet: waiting for the initial list of every watched kind",
         ),
+        super::readiness::Verdict::Proving => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "cluster view synced, not yet proven current: waiting for its first proof (a probe its watches have reached) so that evictions are answered from it",
+        ),
         super::readiness::Verdict::Unready(why) => text(StatusCode::SERVICE_UNAVAILABLE, &why),
     }
 }

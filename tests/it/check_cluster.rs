@@ -726,3 +726,33 @@ fn a_kind_the_drain_reads_at_another_version_refuses_the_snapshot() {
         "{err}"
     );
 }
+
+/// A view that counts how often the checks take it.
+struct Counting {
+    view: longhorn_guard::cluster::ClusterView,
+    holds: std::cell::Cell<usize>,
+}
+
+impl longhorn_guard::check::cluster::ViewAccess for Counting {
+    fn with<R>(&self, f: impl FnOnce(&longhorn_guard::cluster::ClusterView) -> R) -> R {
+        self.holds.set(self.holds.get() + 1);
+        f(&self.view)
+    }
+}
+
+#[test]
+fn serves_refresh_takes_the_view_for_a_few_objects_at_a_time_and_finds_the_same() {
+    // 10 nodes, 200 volumes: the replica rules decide 200 volumes, drain readiness 10 nodes.
+    let s = longhorn_guard::synthetic::Synthetic::new(10, 200).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.json");
+    std::fs::write(&path, s.list().to_string()).unwrap();
+    let (inv, view) = load_snapshot(&path).unwrap();
+    let now = SystemTime::now();
+    let whole = Report::build(&inv, &view, &Policy::default(), now);
+    let counted = Counting { view, holds: std::cell::Cell::new(0) };
+    assert_eq!(Report::build(&inv, &counted, &Policy::default(), now), whole);
+    // At most 32 decisions per hold (a few milliseconds), one node's drain readiness per hold.
+    let holds = counted.holds.get();
+    assert!(holds >= 200 / 32 + 10, "the view was held {holds} times for the whole report");
+}

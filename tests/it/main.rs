@@ -50,6 +50,7 @@ mod server_load;
 mod server_reliability;
 mod server_shutdown;
 mod server_watch;
+mod streaming_lists;
 mod synthetic;
 mod unscheduled_pod;
 mod upstream;

@@ -65,6 +65,13 @@ async fn handle(
         ));
         return Ok(hyper::Response::builder().status(404).body(body.boxed()).unwrap());
     };
+    if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
+        // As an API server without streaming lists: the guard lists in pages.
+        let body = Full::new(Bytes::from(
+            r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Invalid","code":422}"#,
+        ));
+        return Ok(hyper::Response::builder().status(422).body(body.boxed()).unwrap());
+    }
     if query.split('&').any(|kv| kv == "watch=true" || kv == "watch=1") {
         // An open stream; the core Node watch carries one event cordoning node-1.
         let mut events: Vec<Result<Frame<Bytes>, Infallible>> = Vec::new();

@@ -20,9 +20,10 @@ use crate::cluster::{
 pub const PAGE: u32 = 500;
 /// Kinds listed at once.
 const IN_FLIGHT: usize = 4;
-/// `serve`'s periodic refresh is in no hurry: one kind at a time, smaller pages, so the
-/// memory a refresh borrows (a page of parsed JSON per kind in flight) stays a few MiB.
-const REFRESH_PAGE: u32 = 200;
+/// `serve`'s periodic refresh is in no hurry: one kind at a time, small pages, so the memory
+/// a refresh borrows (a page of parsed JSON) stays about a MiB over the view (200 a page took
+/// 5-6 MiB at 10,000 volumes: docs/scale.md).
+const REFRESH_PAGE: u32 = 50;
 
 /// One kind to list: its URL path, the `apiVersion`/`kind` of its items, a label selector,
 /// and whether a missing resource (an older Longhorn without that CRD) is tolerated.

@@ -10,8 +10,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
-use super::{Check, Inventory, Report, Severity};
-use crate::cluster::{ClusterView, SharedView};
+use super::{Check, Inventory, Report, Severity, ViewAccess};
+use crate::cluster::SharedView;
 use crate::exposition::family;
 use crate::policy::Policy;
 
@@ -53,16 +53,23 @@ impl ChecksStatus {
     }
 }
 
+/// How long after the view has synced `serve` runs its first refresh: the start's own work
+/// (the lists, the heap handed back after them, the first proofs) is over by then, so the
+/// refresh neither slows it nor adds its memory to the start's peak (docs/scale.md).
+pub const FIRST_REFRESH_AFTER_SYNC: Duration = Duration::from_secs(10);
+
 /// Runs the checks once over an inventory and view, recording the result.
-pub fn run_once(status: &SharedChecks, inv: &Inventory, view: &ClusterView, policy: &Policy) -> Report {
+pub fn run_once(status: &SharedChecks, inv: &Inventory, view: &impl ViewAccess, policy: &Policy) -> Report {
     let now = SystemTime::now();
     let report = Report::build(inv, view, policy, now);
     status.lock().unwrap_or_else(|p| p.into_inner()).record(&report, now);
     report
 }
 
-/// Refreshes from the live cluster every `every` until the task is dropped, once the view has
-/// synced: the drain kinds come from `view`, only what it lacks is listed. A failed run is
+/// Refreshes from the live cluster every `every` until the task is dropped, the first time
+/// [`FIRST_REFRESH_AFTER_SYNC`] after the view has synced: the drain kinds come from `view`,
+/// only what it lacks is listed. The checks run on the blocking pool and take the view's lock
+/// for a few objects at a time ([`ViewAccess`]), so no review waits for them. A failed run is
 /// logged, counted, and leaves the last findings in place.
 pub async fn refresh_loop(
     client: kube::Client,
@@ -71,19 +78,18 @@ pub async fn refresh_loop(
     every: Duration,
     status: SharedChecks,
 ) {
+    while !view.read().freshness().synced {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(FIRST_REFRESH_AFTER_SYNC).await;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        while !view.read().freshness().synced {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
         let started = std::time::Instant::now();
         match super::live::read_inventory(&client).await {
             // A panic in the checks (a bug) is a failed run, not the end of every later one.
-            Ok(inv) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_once(&status, &inv, &view.read(), &policy)
-            })) {
+            Ok(inv) => match checked(&status, inv, &view, &policy).await {
                 Ok(r) => tracing::info!(
                     errors = r.summary.errors,
                     warnings = r.summary.warnings,
@@ -105,6 +111,23 @@ pub async fn refresh_loop(
             }
         }
         crate::heap::release_soon();
+    }
+}
+
+/// [`run_once`] on the blocking pool over the shared view; `Err` with the panic's payload.
+async fn checked(
+    status: &SharedChecks,
+    inv: Inventory,
+    view: &SharedView,
+    policy: &Arc<Policy>,
+) -> Result<Report, Box<dyn std::any::Any + Send>> {
+    let (status, view, policy) = (status.clone(), view.clone(), policy.clone());
+    let run = move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_once(&status, &inv, &view, &policy)))
+    };
+    match tokio::task::spawn_blocking(run).await {
+        Ok(result) => result,
+        Err(e) => Err(Box::new(format!("the checks' task ended: {e}"))),
     }
 }
 

@@ -97,7 +97,9 @@ pub async fn run_supervised(client: kube::Client, view: SharedView, tuning: Tuni
 pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
     let all = targets();
     let total = all.len();
-    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, tuning)));
+    // One API client: once its API server refuses a streaming list, every kind lists in pages.
+    let streaming = listwatch::Streaming::new(true);
+    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, tuning, &streaming)));
     // Each kind's list in progress: the listed keys and changed objects, the names it could
     // not read, and when it started (the time of its data, however long the pages take).
     type Listing = (Relist, Vec<String>, Option<(SystemTime, Instant)>);

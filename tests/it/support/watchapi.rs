@@ -5,7 +5,10 @@
 //! after their `timeoutSeconds`, replay what a watch from an older resource version missed,
 //! can be stalled ([`WatchApi::hold`]) or refused ([`WatchApi::refuse_watches`]); a watch from a resource version older than
 //! the last [`WatchApi::start_again`] with `expire` gets the `410 Gone` ERROR event a real API
-//! server sends after etcd compaction.
+//! server sends after etcd compaction. A streaming list (`sendInitialEvents=true`) is refused
+//! with the `422` of an API server without the `WatchList` feature, unless
+//! [`WatchApi::stream_lists`] turned them on: then its initial events, its end marker, and what
+//! comes.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -46,6 +49,8 @@ struct Shared {
     refused: Mutex<(String, usize)>,
     /// LISTs are answered 500 "etcdserver: request timed out" (an etcd member cut off).
     lists_fail: AtomicBool,
+    /// Streaming lists are served (else refused with a 422).
+    streams_lists: AtomicBool,
     /// TLS connections accepted, and requests that asked to close theirs (`Connection: close`).
     connections: AtomicUsize,
     closing: AtomicUsize,
@@ -99,6 +104,7 @@ impl WatchApi {
             history: Mutex::new(Vec::new()),
             refused: Mutex::new((String::new(), 0)),
             lists_fail: AtomicBool::new(false),
+            streams_lists: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             closing: AtomicUsize::new(0),
         });
@@ -132,6 +138,12 @@ impl WatchApi {
             })
         };
         Self { addr, certs, shared, task }
+    }
+
+    /// Serves streaming lists (`sendInitialEvents=true`) from now on, as kube-apiserver 1.32+
+    /// does, or refuses them as an older one does.
+    pub fn stream_lists(&self, on: bool) {
+        self.shared.streams_lists.store(on, Ordering::SeqCst);
     }
 
     /// A counting client (as `serve` builds it) trusting only this server's CA.
@@ -317,7 +329,16 @@ async fn answer(
         Ok(c) => c,
         Err(e) => return Ok(reply(404, json_body(&status(404, "NotFound", e)))),
     };
-    if matches!(param("watch").as_deref(), Some("true" | "1")) {
+    let watch = matches!(param("watch").as_deref(), Some("true" | "1"));
+    if watch && param("sendInitialEvents").as_deref() == Some("true") {
+        if !shared.streams_lists.load(Ordering::SeqCst) {
+            let message =
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled";
+            return Ok(reply(422, json_body(&status(422, "Invalid", message.to_string()))));
+        }
+        return Ok(reply(200, streamed_list(&shared, &path, &query, subscription)));
+    }
+    if watch {
         let from: u64 = param("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
         let expired_below = shared.expired_below.load(Ordering::SeqCst);
         if from < expired_below {
@@ -389,6 +410,30 @@ async fn answer(
         }
         Err(e) => reply(400, json_body(&status(400, "BadRequest", e))),
     })
+}
+
+/// A streaming list's body: an ADDED event for each object the selectors pick, the BOOKMARK
+/// that ends them at the current resource version, then the changes after it.
+fn streamed_list(shared: &Shared, path: &str, query: &str, subscription: broadcast::Receiver<Value>) -> Body {
+    let selectors: Vec<&str> = query
+        .split('&')
+        .filter(|kv| kv.starts_with("labelSelector") || kv.starts_with("fieldSelector"))
+        .collect();
+    let (items, rv) = (shared.items.lock().unwrap().clone(), shared.rv.load(Ordering::SeqCst));
+    let listed = list(&items, path, &selectors.join("&")).unwrap();
+    let mut lines: Vec<Value> =
+        listed["items"].as_array().unwrap().iter().map(|o| json!({"type": "ADDED", "object": o})).collect();
+    let end =
+        json!({"resourceVersion": rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}});
+    lines.push(json!({"type": "BOOKMARK", "object": {"kind": listed["kind"], "apiVersion": listed["apiVersion"], "metadata": end}}));
+    let c = collection(path).unwrap();
+    let live = tokio_stream_of(subscription).filter(move |ev| {
+        let keep = rv_of(ev) > rv && (ev["type"] == "BOOKMARK" || c.holds(&ev["object"]));
+        async move { keep }
+    });
+    let frames =
+        futures::stream::iter(lines).chain(live).map(|ev| Ok(Frame::data(Bytes::from(event_line(&ev)))));
+    http_body_util::BodyExt::boxed(StreamBody::new(frames))
 }
 
 /// The values of a broadcast receiver as a stream (lagged values are skipped).

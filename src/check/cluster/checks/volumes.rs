@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::super::finding::{some_names, Check, Finding, Severity};
 use super::super::inventory::{Inventory, VolumeInfo};
+use super::super::ViewAccess;
 use crate::admission::{AdmissionRequest, GroupVersionResource};
 use crate::cluster::{ClusterView, LONGHORN_NAMESPACE};
 use crate::decision::Decision;
@@ -16,6 +17,9 @@ use crate::policy::{self, DrainAction, Policy};
 
 /// Volumes named in one drain-readiness line before "and N more".
 const SHOWN: usize = 3;
+
+/// Objects decided per hold of the view ([`ViewAccess`]): a few milliseconds at most.
+const DECIDED_AT_ONCE: usize = 32;
 
 /// A dry-run CREATE of `object`, as `lint` builds them.
 fn create(group: &str, version: &str, kind: &str, resource: &str, object: Value) -> AdmissionRequest {
@@ -72,7 +76,12 @@ fn from_decision(object: String, min: u32, d: Result<Decision, crate::policy::Ru
 
 /// `replica-count`: the replica rules over every Volume, StorageClass and the
 /// `default-replica-count` Setting, each asked as the webhook asks it.
-pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<Finding> {
+pub fn replica_count(
+    inv: &Inventory,
+    view: &impl ViewAccess,
+    policy: &Policy,
+    now: SystemTime,
+) -> Vec<Finding> {
     let settings = inv.setting_objects.iter().filter(|s| {
         s.pointer("/metadata/name").and_then(Value::as_str) == Some(replicas::DEFAULT_REPLICA_COUNT)
     });
@@ -90,16 +99,28 @@ pub fn replica_count(inv: &Inventory, view: &ClusterView, policy: &Policy, now: 
         (format!("volume/{}", v.metadata.name), req)
     });
     let min = policy.replicas.minimum;
-    settings
-        .chain(classes)
-        .chain(volumes)
-        .flat_map(|(object, req)| from_decision(object, min, policy::decide(&req, view, policy, now)))
-        .collect()
+    let mut requests = settings.chain(classes).chain(volumes).peekable();
+    let mut out = Vec::new();
+    while requests.peek().is_some() {
+        // Built outside the view, decided under it a few at a time.
+        let some: Vec<_> = requests.by_ref().take(DECIDED_AT_ONCE).collect();
+        view.with(|view| {
+            for (object, req) in some {
+                out.extend(from_decision(object, min, policy::decide(&req, view, policy, now)));
+            }
+        });
+    }
+    out
 }
 
 /// `volume-health`: degraded and faulted volumes, and stalled rebuilds with the
 /// storage-network hint when the rebuilding replica has no storage-network address.
-pub fn volume_health(inv: &Inventory, view: &ClusterView, policy: &Policy, now: SystemTime) -> Vec<Finding> {
+pub fn volume_health(
+    inv: &Inventory,
+    view: &impl ViewAccess,
+    policy: &Policy,
+    now: SystemTime,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     for v in &inv.volumes {
         let name = &v.metadata.name;
@@ -126,10 +147,12 @@ pub fn volume_health(inv: &Inventory, view: &ClusterView, policy: &Policy, now: 
             _ => {}
         }
     }
-    let network = view.setting("storage-network").unwrap_or("").trim().to_string();
-    for s in stalled_rebuilds(view, policy, now) {
-        out.push(stalled(view, &s, &network));
-    }
+    view.with(|view| {
+        let network = view.setting("storage-network").unwrap_or("").trim().to_string();
+        for s in stalled_rebuilds(view, policy, now) {
+            out.push(stalled(view, &s, &network));
+        }
+    });
     out
 }
 
@@ -233,7 +256,7 @@ pub struct NodeReadiness {
 /// `drain-readiness`: one line per Longhorn node, and the counts behind them.
 pub fn drain_readiness(
     inv: &Inventory,
-    view: &ClusterView,
+    view: &impl ViewAccess,
     policy: &Policy,
 ) -> (Vec<Finding>, Vec<NodeReadiness>) {
     let mut nodes: Vec<&str> = inv.nodes.iter().map(|n| n.metadata.name.as_str()).collect();
@@ -241,16 +264,19 @@ pub fn drain_readiness(
     let mut findings = Vec::new();
     let mut counts = Vec::new();
     for node in nodes {
-        let node_override = view.node(node).and_then(|n| override_reason(&n.metadata));
-        let b = Blockers::of(view, node, policy, node_override);
-        let volumes = b.blocking.len();
-        let entries = b.blocking_unmapped().count();
-        let blocking: Vec<&str> = b
-            .blocking
-            .iter()
-            .map(|v| v.as_str())
-            .chain(b.blocking_unmapped().map(|u| u.name.as_str()))
-            .collect();
+        // One node at a time under the view.
+        let (volumes, entries, blocking) = view.with(|view| {
+            let node_override = view.node(node).and_then(|n| override_reason(&n.metadata));
+            let b = Blockers::of(view, node, policy, node_override);
+            let blocking: Vec<String> = b
+                .blocking
+                .iter()
+                .map(|v| v.to_string())
+                .chain(b.blocking_unmapped().map(|u| u.name.to_string()))
+                .collect();
+            (b.blocking.len(), b.blocking_unmapped().count(), blocking)
+        });
+        let blocking: Vec<&str> = blocking.iter().map(String::as_str).collect();
         counts.push(NodeReadiness { node: node.to_string(), blocking: blocking.len() });
         findings.push(if blocking.is_empty() {
             Check::DrainReadiness.finding(

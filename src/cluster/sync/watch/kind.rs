@@ -10,7 +10,7 @@ use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
 
-use super::listwatch::{list_then_watch, Params, Step};
+use super::listwatch::{list_then_watch, Params, Step, Streaming};
 use super::retry::{fault_of, Retry};
 use super::Target;
 use crate::cluster::model::{on_kind, Kind, ObjectKind};
@@ -34,7 +34,12 @@ pub fn loses_events(e: &watcher::Error) -> bool {
 /// The events of one kind's watcher, each object parsed once into `T`. After an error, the
 /// resumed watch's first event or `recheck_after` of quiet starts the watcher over (a list), as
 /// a `410 Gone` or a lost event does at once; repeated restarts are paced `recheck_after` apart.
-fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) -> KindEvents {
+fn kind_events<T: Kind>(
+    api: Api<Watched<T>>,
+    kind: ObjectKind,
+    tuning: Tuning,
+    streaming: Streaming,
+) -> KindEvents {
     let Tuning { recheck_after, watch_timeout_secs, resume_once } = tuning;
     struct State<T: Kind> {
         api: Api<Watched<T>>,
@@ -56,75 +61,79 @@ fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning) 
         }
     }
     let start = State { api, inner: None, failed_at: None, gone_at: None, restart_at: None };
-    stream::unfold(start, move |mut st| async move {
-        loop {
-            if st.inner.is_none() {
-                if let Some(at) = st.restart_at.take() {
-                    tokio::time::sleep_until(at).await;
-                    // Pace the next restart from this one, not from the error before it.
-                    st.gone_at = Some(tokio::time::Instant::now());
-                }
-            }
-            let api = st.api.clone();
-            let inner = st.inner.get_or_insert_with(|| {
-                let params =
-                    Params { page_size: kind.page_size(), timeout_secs: watch_timeout_secs, resume_once };
-                list_then_watch(api, params).backoff(Retry::default()).boxed()
-            });
-            let next = match st.failed_at {
-                None => inner.next().await,
-                Some(at) => match tokio::time::timeout_at(at + recheck_after, inner.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        tracing::info!(
-                            kind = kind.display(),
-                            "watch resumed with no event since its error; listing the kind again"
-                        );
-                        st.inner = None;
-                        st.failed_at = None;
-                        continue;
+    stream::unfold(start, move |mut st| {
+        let streaming = streaming.clone();
+        async move {
+            loop {
+                if st.inner.is_none() {
+                    if let Some(at) = st.restart_at.take() {
+                        tokio::time::sleep_until(at).await;
+                        // Pace the next restart from this one, not from the error before it.
+                        st.gone_at = Some(tokio::time::Instant::now());
                     }
-                },
-            };
-            match next {
-                Some(Ok(event)) => {
-                    // A BOOKMARK counts as an answer; an interruption does not.
-                    let resumed = !matches!(event, Step::Interrupted(_))
-                        && st.failed_at.take().is_some()
-                        && matches!(
-                            event,
-                            Step::Event(Event::Apply(_) | Event::Delete(_)) | Step::Progress(_)
-                        );
-                    if resumed {
-                        // Its replay has no end marker: only a list makes the kind current.
-                        tracing::info!(
-                            kind = kind.display(),
-                            "watch resumed after its error; listing the kind again"
-                        );
-                        st.inner = None;
-                        st.restart_paced(tokio::time::Instant::now(), recheck_after);
-                    }
-                    return Some(((kind, Ok(event)), st));
                 }
-                Some(Err(e)) => {
-                    let now = tokio::time::Instant::now();
-                    st.failed_at = Some(now);
-                    // The API server answered: list again at once rather than after the
-                    // backoff, unless 410s repeat (then the backoff paces the lists).
-                    let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
-                    if fault_of(&e) == WatchFault::Gone && !recent {
-                        st.inner = None;
-                        st.gone_at = Some(now);
-                    } else if loses_events(&e) {
-                        // The stream goes on past an event it could not read: the kind's state is
-                        // unknown until it is listed again, so the watcher starts over.
-                        st.inner = None;
-                        st.restart_paced(now, recheck_after);
+                let (api, streaming) = (st.api.clone(), streaming.clone());
+                let inner = st.inner.get_or_insert_with(|| {
+                    let page_size = kind.page_size();
+                    let params =
+                        Params { streaming, page_size, timeout_secs: watch_timeout_secs, resume_once };
+                    list_then_watch(api, params).backoff(Retry::default()).boxed()
+                });
+                let next = match st.failed_at {
+                    None => inner.next().await,
+                    Some(at) => match tokio::time::timeout_at(at + recheck_after, inner.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            tracing::info!(
+                                kind = kind.display(),
+                                "watch resumed with no event since its error; listing the kind again"
+                            );
+                            st.inner = None;
+                            st.failed_at = None;
+                            continue;
+                        }
+                    },
+                };
+                match next {
+                    Some(Ok(event)) => {
+                        // A BOOKMARK counts as an answer; an interruption does not.
+                        let resumed = !matches!(event, Step::Interrupted(_))
+                            && st.failed_at.take().is_some()
+                            && matches!(
+                                event,
+                                Step::Event(Event::Apply(_) | Event::Delete(_)) | Step::Progress(_)
+                            );
+                        if resumed {
+                            // Its replay has no end marker: only a list makes the kind current.
+                            tracing::info!(
+                                kind = kind.display(),
+                                "watch resumed after its error; listing the kind again"
+                            );
+                            st.inner = None;
+                            st.restart_paced(tokio::time::Instant::now(), recheck_after);
+                        }
+                        return Some(((kind, Ok(event)), st));
                     }
-                    return Some(((kind, Err(e)), st));
+                    Some(Err(e)) => {
+                        let now = tokio::time::Instant::now();
+                        st.failed_at = Some(now);
+                        // The API server answered: list again at once rather than after the
+                        // backoff, unless 410s repeat (then the backoff paces the lists).
+                        let recent = st.gone_at.is_some_and(|t| now.duration_since(t) < recheck_after);
+                        if fault_of(&e) == WatchFault::Gone && !recent {
+                            st.inner = None;
+                            st.gone_at = Some(now);
+                        } else if loses_events(&e) {
+                            // The stream goes on past an event it could not read: the kind's state is
+                            // unknown until it is listed again, so the watcher starts over.
+                            st.inner = None;
+                            st.restart_paced(now, recheck_after);
+                        }
+                        return Some(((kind, Err(e)), st));
+                    }
+                    // A watcher stream does not end; if it did, start it over.
+                    None => st.inner = None,
                 }
-                // A watcher stream does not end; if it did, start it over.
-                None => st.inner = None,
             }
         }
     })
@@ -142,8 +151,13 @@ pub struct Tuning {
     pub resume_once: bool,
 }
 
-/// One kind's events, parsed into its lean type.
-pub(super) fn stream_for(client: &kube::Client, t: &Target, tuning: Tuning) -> KindEvents {
+/// One kind's events, parsed into its lean type; its lists streamed while `streaming` is on.
+pub(super) fn stream_for(
+    client: &kube::Client,
+    t: &Target,
+    tuning: Tuning,
+    streaming: &Streaming,
+) -> KindEvents {
     fn api<T: Kind>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
         match t.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
@@ -151,5 +165,5 @@ pub(super) fn stream_for(client: &kube::Client, t: &Target, tuning: Tuning) -> K
         }
     }
     let (k, r) = (t.kind, tuning);
-    on_kind!(t.kind, K => kind_events(api::<K>(client, t), k, r))
+    on_kind!(t.kind, K => kind_events(api::<K>(client, t), k, r, streaming.clone()))
 }

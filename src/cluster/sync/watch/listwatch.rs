@@ -2,8 +2,18 @@
 //! resource version and each BOOKMARK's), which kube's watcher keeps to itself; the view
 //! compares them with the probes' reads ([`crate::cluster::proof`]). Errors are kube's
 //! [`watcher::Error`]s, read by the caller as it reads the kube watcher's.
+//!
+//! The list is a streaming list where the API server has them (a watch with
+//! `sendInitialEvents=true`, Kubernetes 1.27+ with the `WatchList` feature, on by default
+//! since 1.32): every object arrives as one event from the watch cache, and a BOOKMARK marked
+//! `k8s.io/initial-events-end` carries the version of the whole set. An API server that
+//! refuses it (an older version, or the feature off) is listed in pages from then on
+//! ([`Streaming`]). docs/scale.md has the figures: a paged list's later pages are read from
+//! etcd, at several times the API server's CPU of the same objects from its cache.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -27,9 +37,33 @@ pub enum Step<K> {
     Interrupted(kube::Error),
 }
 
+/// Whether lists are streamed: shared by the watches of one API client, off for good once the
+/// API server refused a streaming list.
+#[derive(Clone, Debug)]
+pub struct Streaming(Arc<AtomicBool>);
+
+impl Streaming {
+    /// Streaming lists are tried first (`on`), or never.
+    pub fn new(on: bool) -> Self {
+        Self(Arc::new(AtomicBool::new(on)))
+    }
+
+    fn on(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn refused(&self, why: &dyn std::fmt::Display) {
+        if self.0.swap(false, Ordering::Relaxed) {
+            tracing::info!(reason = %why, "the API server does not stream lists (sendInitialEvents); listing in pages");
+        }
+    }
+}
+
 /// How a kind is listed and watched.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Params {
+    /// Lists are streamed while this is on, else read in pages.
+    pub streaming: Streaming,
     /// Objects per page of a list.
     pub page_size: u32,
     /// The watch's `timeoutSeconds`: the API server ends the watch then and it is resumed. The
@@ -52,8 +86,20 @@ const SHORTEST_WATCH: Duration = Duration::from_secs(1);
 /// the watch resumed.
 const IDLE_MARGIN: Duration = Duration::from_secs(5);
 
+/// A streaming list's `timeoutSeconds`: the whole set must arrive within it (else the kind is
+/// listed in pages from then on); the watch it opened is closed at its end marker, and the
+/// kind watched as after a paged list.
+const STREAM_TIMEOUT_SECS: u32 = 120;
+
+/// The annotation of the BOOKMARK that ends a streaming list's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
 enum Phase<K> {
     Empty,
+    /// A streaming list in progress: its initial events until the end marker.
+    Streaming {
+        events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
+    },
     Paging {
         cont: Option<String>,
         items: VecDeque<K>,
@@ -94,29 +140,76 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     T: From<K> + Send + 'static,
 {
-    stream::unfold((api, Phase::Empty), move |(api, phase)| async move {
-        let mut phase = phase;
-        loop {
-            let (out, next) = step(&api, params, phase).await;
-            phase = next;
-            if let Some(out) = out {
-                return Some((out, (api, phase)));
+    stream::unfold((api, Phase::Empty), move |(api, phase)| {
+        let params = params.clone();
+        async move {
+            let mut phase = phase;
+            loop {
+                let (out, next) = step(&api, &params, phase).await;
+                phase = next;
+                if let Some(out) = out {
+                    return Some((out, (api, phase)));
+                }
             }
         }
     })
     .boxed()
 }
 
-async fn step<K, T>(api: &Api<K>, params: Params, phase: Phase<K>) -> (Option<Out<T>>, Phase<K>)
+async fn step<K, T>(api: &Api<K>, params: &Params, phase: Phase<K>) -> (Option<Out<T>>, Phase<K>)
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
     T: From<K>,
 {
+    let paging = || Phase::Paging { cont: None, items: VecDeque::new(), rv: None };
     match phase {
-        Phase::Empty => (
-            Some(Ok(Step::Event(Event::Init))),
-            Phase::Paging { cont: None, items: VecDeque::new(), rv: None },
-        ),
+        Phase::Empty if params.streaming.on() => {
+            let wp = WatchParams { timeout: Some(STREAM_TIMEOUT_SECS), ..WatchParams::streaming_lists() };
+            let next = match api.watch(&wp, "").await {
+                Ok(events) => Phase::Streaming { events: events.boxed() },
+                // An API server without streaming lists refuses the parameters as invalid.
+                Err(kube::Error::Api(status)) if matches!(status.code, 400 | 422) => {
+                    params.streaming.refused(&status.message);
+                    paging()
+                }
+                Err(e) => return (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty),
+            };
+            (Some(Ok(Step::Event(Event::Init))), next)
+        }
+        Phase::Empty => (Some(Ok(Step::Event(Event::Init))), paging()),
+        Phase::Streaming { mut events } => {
+            let idle = Duration::from_secs(STREAM_TIMEOUT_SECS.into()) + IDLE_MARGIN;
+            let next = tokio::time::timeout(idle, events.next()).await.unwrap_or(None);
+            match next {
+                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => {
+                    (Some(Ok(Step::Event(Event::InitApply(o.into())))), Phase::Streaming { events })
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    let rv = b.metadata.resource_version;
+                    if !b.metadata.annotations.contains_key(INITIAL_EVENTS_END) {
+                        return (None, Phase::Streaming { events });
+                    }
+                    if rv.is_empty() {
+                        return (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty);
+                    }
+                    // The set is complete: watch from its version as after a paged list.
+                    (
+                        Some(Ok(Step::Event(Event::InitDone))),
+                        Phase::Listed { rv, announce: true, resume: Resume::Start },
+                    )
+                }
+                Some(Ok(WatchEvent::Error(status))) => {
+                    (Some(Err(watcher::Error::WatchError(status))), Phase::Empty)
+                }
+                Some(Err(e)) => (Some(Err(watcher::Error::WatchFailed(e))), Phase::Empty),
+                // Ended (or a deletion) before its end marker: not a streaming list as asked
+                // for. The kind is listed again, in pages.
+                Some(Ok(WatchEvent::Deleted(_))) | None => {
+                    params.streaming.refused(&"the watch did not end its initial events");
+                    (Some(Ok(Step::Event(Event::Init))), paging())
+                }
+            }
+        }
         Phase::Paging { cont, mut items, rv } => {
             if let Some(item) = items.pop_front() {
                 let next = Phase::Paging { cont, items, rv };

@@ -1,0 +1,84 @@
+//! Streaming lists, end to end over real TLS against the stand-in API server: where the API
+//! server streams lists (`sendInitialEvents=true`, kube-apiserver 1.32+), every kind is listed
+//! by one watch and no paged LIST, and the watch resumes from the end marker's version; where
+//! it refuses them (`422`, an older API server or the `WatchList` feature off), the kinds are
+//! listed in pages and a relist does not ask again.
+
+use crate::support;
+
+use std::sync::Arc;
+
+use longhorn_guard::cluster::{watch, ClusterView, ObjectKind, SharedView, Source};
+use longhorn_guard::synthetic::{Group, Synthetic};
+use serde_json::json;
+use support::watchapi::WatchApi;
+use support::*;
+
+async fn cluster(streams: bool) -> (Synthetic, Arc<WatchApi>) {
+    let s = Synthetic::new(4, 12).unwrap();
+    let items = s.list()["items"].as_array().unwrap().clone();
+    let api = Arc::new(WatchApi::start(items).await);
+    api.stream_lists(streams);
+    (s, api)
+}
+
+/// The watches of `api` into a new view, synced.
+async fn synced(api: &WatchApi) -> (SharedView, tokio::task::JoinHandle<()>) {
+    let view = SharedView::new(ClusterView::new(Source::Watch));
+    let task = tokio::spawn(watch::run_with(api.client(), view.clone(), watch::tuning(true)));
+    until("the first list of every kind", || view.read().freshness().synced).await;
+    (view, task)
+}
+
+fn streamed(q: &str) -> bool {
+    q.contains("watch=")
+        && q.contains("sendInitialEvents=true")
+        && q.contains("resourceVersionMatch=NotOlderThan")
+}
+
+fn paged(q: &str) -> bool {
+    !q.contains("watch=") && q.contains("limit=") && !q.contains("fieldSelector")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_list_fills_the_view_without_a_paged_list_and_the_watch_goes_on_from_its_end() {
+    let (s, api) = cluster(true).await;
+    let (view, task) = synced(&api).await;
+    let requests = api.requests();
+    assert!(!requests.iter().any(|q| paged(q)), "{requests:#?}");
+    assert_eq!(requests.iter().filter(|q| streamed(q)).count(), ObjectKind::ALL.len(), "{requests:#?}");
+    let replicas = view.read().objects::<longhorn_guard::cluster::Replica>().len();
+    assert_eq!(replicas, s.count(Group::Replica));
+    // After the end marker each kind is watched from its version: a change arrives.
+    let mut r = s.objects(Group::Replica).next().unwrap();
+    let name = r["metadata"]["name"].as_str().unwrap().to_string();
+    r["spec"]["nodeID"] = json!("elsewhere");
+    api.modify(r);
+    let moved = || {
+        view.read()
+            .objects::<longhorn_guard::cluster::Replica>()
+            .get("", &name)
+            .is_some_and(|r| r.spec.node_id.as_str() == "elsewhere")
+    };
+    until("the change after the streaming list", moved).await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_refusing_streaming_lists_is_listed_in_pages_and_not_asked_again() {
+    let (_s, api) = cluster(false).await;
+    let (view, task) = synced(&api).await;
+    let asked = || api.requests().iter().filter(|q| streamed(q)).count();
+    let first = asked();
+    assert!((1..=ObjectKind::ALL.len()).contains(&first), "{:#?}", api.requests());
+    assert!(api.requests().iter().any(|q| paged(q) && q.contains("/replicas?")));
+    // A 410 Gone makes every kind list again: in pages, without asking to stream.
+    let mark = api.requests().len();
+    api.stop();
+    api.start_again(true);
+    let relisted = || api.requests()[mark..].iter().filter(|q| paged(q)).count() >= ObjectKind::ALL.len();
+    until("every kind listed again", relisted).await;
+    until("the view current again", || view.read().freshness().failing.is_empty()).await;
+    assert_eq!(asked(), first, "{:#?}", &api.requests()[mark..]);
+    task.abort();
+}
