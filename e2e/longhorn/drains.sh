@@ -1,4 +1,4 @@
-# Scenario b of the real-Longhorn suite: for each of v1.12.1's node-drain-policy values, a
+# Scenario b of the real-Longhorn suite: for each of Longhorn's node-drain-policy values, a
 # one-replica volume (its last healthy replica on node X), attached elsewhere or detached, and a
 # real `kubectl drain X`. Who refuses: Longhorn's PodDisruptionBudget on X's instance manager
 # (read before the drain: the API server consults the guard's webhook first, so a 429 from the

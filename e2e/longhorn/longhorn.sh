@@ -1,4 +1,4 @@
-# Real Longhorn v1.12.1 on the real-kubelet cluster, and scenario a: Longhorn up, the guard
+# Real Longhorn (LH_VERSION, suite.sh) on the real-kubelet cluster, and scenario a: Longhorn up, the guard
 # reading it (e2e/longhorn/checks.sh). Sourced. Longhorn is installed from its own
 # deploy/longhorn.yaml (e2e/longhorn/lh.py says what is cut and why); every Longhorn object
 # after that is made by Longhorn itself, from Volumes and attachment tickets made here.

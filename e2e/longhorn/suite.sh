@@ -5,7 +5,9 @@
 #
 # Settings: LONGHORN_BIN_DIR (longhorn-manager, longhorn, longhorn-instance-manager and the
 # instance-manager script, as e2e/longhorn/build.sh leaves them), LONGHORN_SRC (longhorn/longhorn
-# at v1.12.1: its deploy/longhorn.yaml is the install), BASH_STATIC (Debian bash-static).
+# at the same version: its deploy/longhorn.yaml is the install), BASH_STATIC (Debian bash-static).
+# The Longhorn version is the install's: deploy/longhorn.yaml's longhorn-manager image tag
+# (v1.10.x, v1.11.x, v1.12.x run). The binaries must be that version (preflight compares).
 
 LONGHORN_BIN_DIR=${LONGHORN_BIN_DIR:-}
 LONGHORN_SRC=${LONGHORN_SRC:-}
@@ -13,7 +15,21 @@ BASH_STATIC=${BASH_STATIC:-/bin/bash-static}
 NSENTER=${NSENTER:-/usr/bin/nsenter}
 # The instance manager's liveness probe runs `nc -z`, which busybox's nc lacks.
 NC=${NC:-/bin/nc.openbsd}
-LH_VERSION=v1.12.1
+# lh_version_of_src: the longhorn-manager image tag of $LONGHORN_SRC/deploy/longhorn.yaml, or nothing.
+lh_version_of_src() {
+	sed -n 's|^ *image: *\(docker.io/\)\{0,1\}longhornio/longhorn-manager:\(v[0-9][0-9.]*\)$|\2|p' \
+		"$LONGHORN_SRC/deploy/longhorn.yaml" 2>/dev/null | head -n 1
+}
+# lh_version_of_bin: the version longhorn-manager in $LONGHORN_BIN_DIR was built as, or nothing.
+lh_version_of_bin() {
+	if [ -f "$LONGHORN_BIN_DIR/.longhorn-version" ]; then
+		cat "$LONGHORN_BIN_DIR/.longhorn-version"
+	else
+		"$LONGHORN_BIN_DIR/longhorn-manager" --version 2>/dev/null | awk '/version/ {print $NF; exit}'
+	fi
+}
+LH_VERSION=$(lh_version_of_src)
+LH_VERSION=${LH_VERSION:-unknown}
 LH_MANAGER_IMAGE=localhost/longhorn-e2e/longhorn-manager:$LH_VERSION
 LH_ENGINE_IMAGE=localhost/longhorn-e2e/longhorn-engine:$LH_VERSION
 LH_IM_IMAGE=localhost/longhorn-e2e/longhorn-instance-manager:$LH_VERSION
@@ -47,7 +63,15 @@ suite_preflight() {
 	for b in longhorn-manager longhorn longhorn-instance-manager instance-manager grpc_health_probe; do
 		[ -x "$LONGHORN_BIN_DIR/$b" ] || die "$LONGHORN_BIN_DIR/$b missing (e2e/longhorn/build.sh)"
 	done
-	[ -f "$LONGHORN_SRC/deploy/longhorn.yaml" ] || die "set LONGHORN_SRC to longhorn/longhorn at $LH_VERSION (deploy/longhorn.yaml)"
+	[ -f "$LONGHORN_SRC/deploy/longhorn.yaml" ] || die "set LONGHORN_SRC to a longhorn/longhorn tree (deploy/longhorn.yaml)"
+	[ "$LH_VERSION" != unknown ] || die "$LONGHORN_SRC/deploy/longhorn.yaml names no longhornio/longhorn-manager image: cannot tell its Longhorn version"
+	case $LH_VERSION in
+	v1.10.* | v1.11.* | v1.12.*) ;;
+	*) die "Longhorn $LH_VERSION: this suite runs v1.10.x, v1.11.x and v1.12.x" ;;
+	esac
+	local bin_version
+	bin_version=$(lh_version_of_bin)
+	[ "$bin_version" = "$LH_VERSION" ] || die "LONGHORN_BIN_DIR holds Longhorn ${bin_version:-of no known version}, LONGHORN_SRC installs $LH_VERSION: build the binaries from the same version (e2e/longhorn/build.sh)"
 	[ -x "$BASH_STATIC" ] || die "no static bash at $BASH_STATIC (Debian bash-static; set BASH_STATIC)"
 	[ -x "$NSENTER" ] || die "no util-linux nsenter at $NSENTER (the manager calls nsenter -V)"
 	[ -x "$NC" ] || die "no nc with -z at $NC (Debian netcat-openbsd; set NC): the instance manager's liveness probe"
