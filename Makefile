@@ -80,7 +80,7 @@ bench-https: ## HTTPS req/s of serve --state (60 nodes, 3,000 volumes) vs a stat
 	$(CARGO) build --locked --release --bin longhorn-guard --example gen_snapshot --example static_server
 	LONGHORN_GUARD_BIN=$(abspath $(TARGET_DIR)/release/longhorn-guard) BENCH_EXAMPLES=$(abspath $(TARGET_DIR)/release/examples) benches/https.sh
 
-# --- install / e2e (docs/install.md) ---
+# --- install / e2e (docs/install.md; the suites: e2e/TESTING.md) ---
 KUBECTL    ?= kubectl
 OUT_DIR    ?= _out
 DEV_TLS    := manifests/overlays/dev-certs/tls
@@ -93,11 +93,11 @@ manifests: $(CERT_DIR)/tls.crt ## Render _out/manifests.yaml (all objects + TLS 
 	$(KUBECTL) kustomize manifests/overlays/dev-certs > $(OUT_DIR)/manifests.yaml
 	@echo "wrote $(OUT_DIR)/manifests.yaml; install: kubectl apply -f $(OUT_DIR)/manifests.yaml"
 
-e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISERVER=... an API server of its own (docs/install.md); E2E_FAULTS_CLUSTER=1 adds e2e-faults
+e2e: build ## End-to-end suite: the cluster KUBECONFIG names, or with KUBE_APISERVER=... an API server of its own (e2e/TESTING.md); E2E_FAULTS_CLUSTER=1 adds e2e-faults
 	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/run.sh
 	if [ "$${E2E_FAULTS_CLUSTER:-0}" = 1 ]; then LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/faults-cluster.sh; fi
 
-e2e-faults: build ## etcd faults: 3 etcd members, 2 API servers, 2 guards; partition, leader and quorum loss, API-server failover (root; KUBE_APISERVER, ETCD=etcd 3.5.13+; docs/drain.md)
+e2e-faults: build ## etcd faults: 3 etcd members, 2 API servers, 2 guards; partition, leader and quorum loss, API-server failover (root; KUBE_APISERVER, ETCD=etcd 3.5.13+; e2e/TESTING.md)
 	LONGHORN_GUARD_BIN=$(E2E_BIN) e2e/faults-cluster.sh
 
 scale: ## Scale harness against the cluster KUBECONFIG names: SCALE_NODES, SCALE_VOLUMES (docs/scale.md)
@@ -116,14 +116,14 @@ $(CHART_VENV)/.installed: tests/chart/requirements.txt
 	$(CHART_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/chart/requirements.txt
 	touch $@
 
-# Install, upgrade, uninstall for real with the SDK (e2e/cluster-helm.sh; docs/install.md).
+# Install, upgrade, uninstall for real with the SDK (e2e/cluster-helm.sh; e2e/TESTING.md).
 e2e-helm: $(CHART_VENV)/.installed ## Helm install/upgrade/uninstall against the cluster KUBECONFIG names, with GUARD_IMAGE
 	e2e/cluster-helm.sh "$(KUBECONFIG)" "$(GUARD_IMAGE)"
 
 chart-test: $(CHART_VENV)/.installed ## Render and lint the Helm chart, compare it with kustomize (part of make test)
 	PYTHONDONTWRITEBYTECODE=1 $(CHART_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/chart
 
-# --- image and the real-kubelet suite (docs/install.md, "Image" and "Real-kubelet suite") ---
+# --- image and the real-kubelet suite (docs/install.md, "Image"; e2e/TESTING.md, "Real-kubelet suite") ---
 # A static glibc binary (no musl target needed): runs on scratch and distroless/static.
 STATIC_TARGET ?= $(shell rustc -vV | sed -n 's/^host: //p')
 STATIC_BIN    := $(TARGET_DIR)/$(STATIC_TARGET)/release/longhorn-guard
@@ -149,11 +149,11 @@ image-oci: static ## Write IMAGE as an OCI/docker-save tar without an engine or 
 	  --user 65532:65532 --expose 8443/tcp --entrypoint '["/usr/local/bin/longhorn-guard"]' \
 	  --cmd '["serve","--tls-dir","/etc/longhorn-guard/tls","--listen","0.0.0.0:8443"]'
 
-# Root, and the binaries docs/install.md lists: KUBE_BIN_DIR, ETCD, CONTAINERD_BIN_DIR, RUNC.
+# Root, and the binaries e2e/TESTING.md lists: KUBE_BIN_DIR, ETCD, CONTAINERD_BIN_DIR, RUNC.
 e2e-cluster: image-oci ## Real-kubelet suite: a throw-away 2-node cluster, install, drain/rollout/gate checks (e2e/cluster.sh)
 	GUARD_IMAGE=$(IMAGE) GUARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) e2e/cluster.sh run
 
-# --- real Longhorn (docs/install.md, "Real Longhorn") ---
+# --- real Longhorn (e2e/TESTING.md, "Real Longhorn") ---
 # Source trees the user provides (git archive of each public repository at its tag); nothing is
 # downloaded, nothing built is committed.
 LONGHORN_BIN_DIR ?= $(abspath $(OUT_DIR)/longhorn-bin)

@@ -2,7 +2,7 @@
 # make e2e-cluster: a throw-away real cluster on this machine (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kube-proxy, and E2E_CLUSTER_NODES (2) kubelets,
 # each with its own containerd), longhorn-guard installed into it exactly as README says, a
-# Longhorn stand-in with real instance-manager pods, and the checks of docs/install.md
+# Longhorn stand-in with real instance-manager pods, and the checks of e2e/TESTING.md
 # ("Real-kubelet suite"). Downloads nothing.
 #
 #   e2e/cluster.sh [run]   # up, install, checks, down (always, by trap); "N passed, N failed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The etcd fault harness (`make e2e-faults`; `make e2e` runs it in own control-plane mode):
 # three etcd members and two kube-apiservers on loopback, two `serve` replicas, and four
-# faults under a steady stream of dry-run evictions (docs/drain.md, "Through etcd faults").
+# faults under a steady stream of dry-run evictions (e2e/TESTING.md, "Etcd faults").
 #
 #   KUBE_APISERVER=/path/to/kube-apiserver ETCD=/path/to/etcd-3.5.13+ make e2e-faults
 #

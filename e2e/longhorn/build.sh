@@ -2,7 +2,7 @@
 # Build Longhorn (manager, engine, instance manager) and Multus's thin plugin (v3.9.3, v4.2.4)
 # from source trees the user provides, offline, with the flags of each repository's
 # scripts/build. Downloads nothing; nothing it uses or makes belongs in this repo.
-# docs/install.md ("Real Longhorn") gives the recipe.
+# e2e/TESTING.md ("Real Longhorn", "Building a Longhorn version") gives the recipe.
 #
 #   e2e/longhorn/build.sh OUT_DIR
 #

@@ -1,6 +1,6 @@
 # The checks of the real-Longhorn suite (make e2e-longhorn: e2e/cluster.sh with
 # E2E_CLUSTER_SUITE=longhorn), in order; each scenario prints its timeline. Sourced after the
-# cluster is up. Scenarios (docs/install.md, "Real Longhorn"):
+# cluster is up. Scenarios (e2e/TESTING.md, "Real Longhorn"):
 #   a. Longhorn up, the guard reading it      b. drains beside Longhorn's node-drain-policy
 #   c. a real rebuild, check drain --wait     e. no false allow through Longhorn's churn
 #   f. drains that delete instead of evicting (deletes.sh)

@@ -1,7 +1,7 @@
 # Real Longhorn on the real-kubelet cluster: `make e2e-longhorn` runs e2e/cluster.sh with
 # E2E_CLUSTER_SUITE=longhorn, which sources this file after e2e/cluster/*.sh. It replaces the
 # suite hooks of e2e/cluster.sh: preflight, host set-up and clean-up, images, and the checks
-# (e2e/longhorn/checks.sh). docs/install.md ("Real Longhorn") says what each setting is.
+# (e2e/longhorn/checks.sh). e2e/TESTING.md ("Real Longhorn") says what each setting is.
 #
 # Settings: LONGHORN_BIN_DIR (longhorn-manager, longhorn, longhorn-instance-manager and the
 # instance-manager script, as e2e/longhorn/build.sh leaves them), LONGHORN_SRC (longhorn/longhorn

@@ -15,7 +15,7 @@ use crate::cluster::SharedView;
 use crate::exposition::family;
 use crate::policy::Policy;
 
-/// The metric names this module exports (docs/install.md#monitoring-opt-in).
+/// The metric names this module exports (docs/monitoring.md).
 pub const NAMES: [&str; 5] = [
     "longhorn_guard_findings",
     "longhorn_guard_node_drain_ready",

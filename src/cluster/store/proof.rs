@@ -4,7 +4,8 @@
 //! at least etcd's revision then. Once the view's own watch of the kind has delivered a version
 //! at least the probe's (its list, events and BOOKMARKs), the view holds every change made before
 //! the probe was sent. Versions compare as Kubernetes defines them (decimal integers without
-//! leading zeros); anything else proves nothing. docs/drain.md has the argument and its limits.
+//! leading zeros); anything else proves nothing. docs/drain-internals.md has the argument and
+//! its limits.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Instant, SystemTime};

@@ -2,7 +2,7 @@
 //! one. The drain doctor's `longhorn-pdb-*` findings (`check drain`) and the rule on deleting a
 //! budget ([`super::budget_delete`]) both read this one verdict, and both write it with the
 //! words of `message/budget.rs`, so the doctor's remedy and the webhook's answer agree.
-//! What Longhorn's `syncInstanceManagerPDB` does about each case: docs/drain.md.
+//! What Longhorn's `syncInstanceManagerPDB` does about each case: docs/drain-internals.md.
 
 use std::collections::BTreeSet;
 
