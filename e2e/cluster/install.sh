@@ -65,7 +65,12 @@ install_guard() {
 		= "$(printf 'longhorn-guard %.0s' 1 2 3 4 5 6 7)"
 	ip=$(value svc_ip)
 	printf '    Service ClusterIP %s: %s\n' "$ip" "$(ip -o route get "$ip" | head -1 | sed 's/  */ /g')"
-	OUT=$(value svc_curl /metrics)
+	# kube-proxy programs the Service's rules a moment after the endpoints turn ready, so a
+	# first connection can be refused: up to 15 tries, each answer kept for the check.
+	metrics_synced() { OUT=$(value svc_curl /metrics) && has "longhorn_guard_cluster_view_synced 1"; }
+	local tries=0
+	until metrics_synced || [ "$tries" -ge 15 ]; do tries=$((tries + 1)); sleep 1; done
+	[ "$tries" -eq 0 ] || printf '    /metrics through the Service answered synced after %s retries\n' "$tries"
 	check "/metrics through the Service ($ip:443): view synced" has "longhorn_guard_cluster_view_synced 1"
 	ready_timing
 }
