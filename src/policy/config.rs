@@ -97,7 +97,8 @@ pub struct DrainPolicy {
     /// Blocking volumes named in one message before "and N more" [5].
     pub max_listed_volumes: usize,
     /// Users whose DELETEs of instance-manager pods, Longhorn's instance-manager budgets and
-    /// InstanceManagers are never refused: exact usernames, no groups [`DEFAULT_TRUSTED_USERS`].
+    /// InstanceManagers are never refused, and whose UPDATEs leaving a replica count as it was get
+    /// no replica finding: exact usernames, no groups [`DEFAULT_TRUSTED_USERS`].
     /// Written with no entries: nobody.
     #[serde(deserialize_with = "or_default")]
     pub trusted_users: Vec<String>,

@@ -64,6 +64,16 @@ impl Finding {
     }
 }
 
+/// True for an UPDATE by one of `drain.trustedUsers` (Longhorn's own controllers) that leaves
+/// what the rule reads as it was (`unchanged`): such a request gets no finding. The count was
+/// reviewed when it was set, and a warning to a controller lands only in its log (real
+/// Longhorn v1.10.2's managers rewrite Volumes and log every warning: docs/replicas.md).
+pub(crate) fn trusted_rewrite(req: &AdmissionRequest, policy: &Policy, unchanged: bool) -> bool {
+    unchanged
+        && req.operation == crate::admission::Operation::Update
+        && policy.drain.trusts(&req.user_info.username)
+}
+
 /// Builds the decision: warnings, or under `deny` a 422 for the deniable findings (the
 /// others ride along as warnings), naming the request's object (`name`) by its kind.
 fn decide(findings: Vec<Finding>, policy: &Policy, req: &AdmissionRequest, name: &str) -> Decision {

@@ -12,6 +12,13 @@ use crate::policy::{DrainAction, Policy};
 /// `storage-network` here.
 pub fn setting(req: &AdmissionRequest, new: &Setting, old: Option<&Setting>, policy: &Policy) -> Decision {
     let name = object_name(req, &new.metadata);
+    if replicas::trusted_rewrite(req, policy, old.is_some_and(|o| o.value == new.value)) {
+        return Decision::allow().rule(if name == replicas::DEFAULT_REPLICA_COUNT {
+            "replicas"
+        } else {
+            "settings"
+        });
+    }
     if name == replicas::DEFAULT_REPLICA_COUNT {
         return replicas::setting(req, new, old, policy);
     }

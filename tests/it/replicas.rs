@@ -181,6 +181,44 @@ fn unchanged_low_value_is_warned_not_denied() {
 }
 
 #[test]
+fn longhorns_own_rewrite_of_an_unchanged_count_gets_no_warning() {
+    // Real Longhorn v1.10.2's managers rewrite Volumes (finalizers, spec syncs) and log each
+    // warning the API server returns: an UPDATE by a trusted user leaving the counted fields as
+    // they were is allowed with none. A user's is still warned (above); a change by Longhorn is
+    // still reviewed.
+    const LONGHORN: &str = "system:serviceaccount:longhorn-system:longhorn-service-account";
+    let as_longhorn = |name: &str, f: &dyn Fn(&mut AdmissionRequest)| {
+        let mut req = request(name);
+        req.user_info.username = LONGHORN.into();
+        f(&mut req);
+        req
+    };
+    let same_volume = |r: &mut AdmissionRequest| {
+        r.old_object.as_mut().unwrap()["spec"]["numberOfReplicas"] = json!(1);
+        r.old_object.as_mut().unwrap()["metadata"]["finalizers"] = json!([]);
+    };
+    let same_setting = |r: &mut AdmissionRequest| {
+        r.old_object.as_mut().unwrap()["value"] = r.object.as_ref().unwrap()["value"].clone();
+    };
+    for policy in [Policy::default(), deny_policy()] {
+        for req in [
+            as_longhorn("volume-update-replicas.json", &same_volume),
+            as_longhorn("setting-update.json", &same_setting),
+            as_longhorn("setting-update-node-drain-policy.json", &same_setting),
+        ] {
+            let d = decide(&req, &policy);
+            assert!(d.allowed && d.warnings.is_empty() && d.status.is_none(), "{d:?}");
+        }
+        // Longhorn lowering a count, or a trusted name that is not trusted by this policy.
+        let lowered = as_longhorn("volume-update-replicas.json", &|_| {});
+        assert!(!decide(&lowered, &policy).warnings.is_empty() || !decide(&lowered, &policy).allowed);
+    }
+    let untrusting = Policy::parse("drain:\n  trustedUsers: []\n").unwrap();
+    let req = as_longhorn("volume-update-replicas.json", &same_volume);
+    assert_warns(&decide(&req, &untrusting), &[VOL_UPDATE]);
+}
+
+#[test]
 fn raising_a_low_count_is_warned_not_denied() {
     // 1 -> 2: still below 3, but a step towards it.
     let mut req = request("volume-create.json");
