@@ -4,6 +4,7 @@
 
 pub mod apiserver;
 pub mod generated;
+pub mod longhorn;
 pub mod proxy;
 pub mod run;
 pub mod serve;
