@@ -208,3 +208,32 @@ pub fn row(out: &str, volume: &str) -> Option<String> {
         .find(|l| l.split_whitespace().next() == Some(volume))
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
 }
+
+/// True when `path` (`.spec.disks.*.path`, `.status.conditions[].type`) is in a CRD's
+/// `schema` (a `crds.json` entry's).
+pub fn in_schema(schema: &Value, path: &str) -> bool {
+    let mut node = schema;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if node["x-kubernetes-preserve-unknown-fields"] == true {
+            return true;
+        }
+        let next = if let Some(r) = rest.strip_prefix("[]") {
+            rest = r;
+            &node["items"]
+        } else if let Some(r) = rest.strip_prefix(".*") {
+            rest = r;
+            &node["additionalProperties"]
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or_else(|| panic!("path {path}"));
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            rest = &r[end..];
+            &node["properties"][&r[..end]]
+        };
+        if !next.is_object() {
+            return false;
+        }
+        node = next;
+    }
+    true
+}
