@@ -67,6 +67,8 @@ def crds(longhorn):
                 if ver["name"] == "v1beta2":
                     out[kind] = {
                         "plural": d["spec"]["names"]["plural"],
+                        "served": bool(ver.get("served")),
+                        "scope": d["spec"]["scope"],
                         "printerColumns": [[c["name"], c["jsonPath"]]
                                            for c in ver.get("additionalPrinterColumns", [])],
                         "schema": trim(ver["schema"]["openAPIV3Schema"]),

@@ -12,7 +12,9 @@ use longhorn_guard::check::cluster::checks::versions::{longhorn_reads, LonghornR
 use longhorn_guard::check::cluster::checks::{backups, network, nodes, volumes};
 use longhorn_guard::check::cluster::finding::Severity;
 use longhorn_guard::check::cluster::inventory::{self as inv, Inventory};
-use longhorn_guard::cluster::readset::{DRAIN_SETTINGS, INSTANCE_MANAGER_POD_LABEL};
+use longhorn_guard::cluster::readset::{
+    CHECK_ONLY_KINDS, DRAIN_SETTINGS, INSTANCE_MANAGER_POD_LABEL, RESOURCES,
+};
 use longhorn_guard::cluster::{self as model, INSTANCE_MANAGER_NODE_LABEL};
 use longhorn_guard::gate::networks::{parse_networks, NETWORKS_ANNOTATION};
 use longhorn_guard::gate::status::{LEGACY_NETWORK_STATUS_ANNOTATION, NETWORK_STATUS_ANNOTATION};
@@ -144,11 +146,30 @@ fn has(key: (u32, u32, u32), from: Option<(u32, u32, u32)>, to: Option<(u32, u32
     from.is_none_or(|f| key >= f) && to.is_none_or(|t| key < t)
 }
 
+/// Each release serves every Longhorn kind the guard watches or `check cluster` reads at the
+/// version, plural and scope the guard asks for.
 #[test]
-fn every_supported_release_has_its_data() {
-    let found: Vec<String> = releases().into_iter().map(|r| r.version).collect();
+fn every_supported_release_serves_the_kinds_the_guard_reads() {
+    let releases = releases();
+    let found: Vec<&str> = releases.iter().map(|r| r.version.as_str()).collect();
     for v in SUPPORTED {
-        assert!(found.contains(&v.to_string()), "{v}: {found:?}");
+        assert!(found.contains(&v), "{v}: {found:?}");
+    }
+    for r in &releases {
+        for res in RESOURCES.iter().filter(|res| res.group == "longhorn.io") {
+            let crd = &r.crds[res.type_name];
+            assert_eq!(res.version, "v1beta2");
+            assert_eq!(
+                (&crd["plural"], &crd["served"], &crd["scope"]),
+                (&json!(res.plural), &json!(true), &json!("Namespaced")),
+                "Longhorn {} {}",
+                r.version,
+                res.type_name
+            );
+        }
+        for kind in CHECK_ONLY_KINDS {
+            assert_eq!(r.crds[kind]["served"], true, "Longhorn {} {kind}", r.version);
+        }
     }
 }
 
