@@ -14,7 +14,7 @@
 //! CREATE (admission/volume-create-dry-run.json) does; a force delete sets
 //! `options.gracePeriodSeconds: 0`, as `kubectl delete --grace-period=0 --force` sends it.
 
-use crate::support::longhorn::Snapshot;
+use crate::support::longhorn::{skip, Snapshot};
 use crate::support::{self, assert_review, delete_of, evict_pod, request, shared_json, TestServer};
 
 use std::path::Path;
@@ -54,7 +54,7 @@ impl Case {
     fn idle(&self) -> Option<(&str, &str)> {
         let idle = self.idle.as_ref().map(|(n, im)| (n.as_str(), im.as_str()));
         if idle.is_none() {
-            eprintln!("SKIP Longhorn {}: no idle node in {}", self.snap.version, self.snap.state());
+            skip(&format!("Longhorn {}: no idle node in {}", self.snap.version, self.snap.state()));
         }
         idle
     }

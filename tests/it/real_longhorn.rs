@@ -8,7 +8,7 @@
 use crate::support;
 
 use support::check_drain as check;
-use support::longhorn::{row, Snapshot};
+use support::longhorn::{row, skip, Snapshot};
 
 /// `node-1:RW,node-3:RW`: the replicas on `node` first, then by node.
 fn replicas_cell(node: &str, nodes: &[String], state: &str) -> String {
@@ -74,10 +74,10 @@ fn a_real_rebuild_blocks_the_last_healthy_replica_with_its_progress() {
         assert_eq!(code, 1, "{v}: {out}{err}");
         assert!(out.contains(&format!("attached to {} (engine running)", r.attached)), "{v}: {out}");
         let Some(idle) = &r.idle else {
-            eprintln!(
-                "SKIP Longhorn {v}: every node of {} holds part of vol-c: no idle node to drain",
+            skip(&format!(
+                "Longhorn {v}: every node of {} holds part of vol-c: no idle node to drain",
                 snap.state()
-            );
+            ));
             continue;
         };
         let (code, out, err) = check(&[idle, "--state", snap.state()]);

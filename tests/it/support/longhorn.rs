@@ -41,6 +41,14 @@ pub fn version_dirs() -> Vec<(String, PathBuf)> {
     dirs
 }
 
+/// Says on the test process's stderr that a check was skipped, and why: written to the stream
+/// itself, not through `eprintln!`, which the test harness captures and shows only for failed
+/// tests, so the line shows in every run (`make test` too).
+pub fn skip(why: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "SKIP {why}");
+}
+
 /// Each version's snapshot `name` (`attached.json`, ...), oldest first. A version directory
 /// without it is skipped, saying so on stderr; the newest supported version's must exist.
 pub fn snapshots(name: &str) -> Vec<(String, PathBuf)> {
@@ -51,10 +59,10 @@ pub fn snapshots(name: &str) -> Vec<(String, PathBuf)> {
             out.push((version, path));
         } else {
             assert_ne!(version, NEWEST, "{} is missing", path.display());
-            eprintln!(
-                "SKIP Longhorn {version}: no {name} in {} (make e2e-longhorn writes it)",
+            skip(&format!(
+                "Longhorn {version}: no {name} in {} (make e2e-longhorn writes it)",
                 dir.display()
-            );
+            ));
         }
     }
     out
