@@ -13,18 +13,31 @@ subresource as Longhorn's controllers would. Everything is labelled longhorn-gua
   longhorn.py heal NAME NODE        # the rebuild on NODE finished (healthyAt, RW, no rebuild)
   longhorn.py detach NAME           # the engine stopped and the volume detached
   longhorn.py delete-volume NAME
+
+The Longhorn release it stands in for is E2E_STANDIN_LONGHORN_VERSION (vMAJOR.MINOR.PATCH,
+default v1.12.1): the tag of the engine and instance-manager images its objects name. The CRDs
+it writes into are e2e/cluster.sh's E2E_CRDS (default the fixtures' v1.12.1 ones); to stand in
+for another release, point both at it. The objects are written in one shape for v1.10.x to
+v1.12.x: a field a release's schema lacks (an InstanceManager's status.conditions before
+v1.11) is dropped by the API server, as it would be from Longhorn's own write. A version not
+of that form stops the stand-in with exit 1 before it writes anything.
 """
 import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 
 NS = "longhorn-system"
 LABEL = {"longhorn-guard-e2e": "true"}
-ENGINE_IMAGE = "longhornio/longhorn-engine:v1.12.1"
+VERSION = os.environ.get("E2E_STANDIN_LONGHORN_VERSION") or "v1.12.1"
+if not re.fullmatch(r"v\d+\.\d+\.\d+", VERSION):
+    sys.exit(f"longhorn.py: E2E_STANDIN_LONGHORN_VERSION={VERSION!r} is not vMAJOR.MINOR.PATCH")
+ENGINE_IMAGE = f"longhornio/longhorn-engine:{VERSION}"
+IM_IMAGE = f"longhornio/longhorn-instance-manager:{VERSION}"
 
 
 def now():
@@ -85,7 +98,7 @@ def base(args):
         create({"apiVersion": "longhorn.io/v1beta2", "kind": "InstanceManager",
                 "metadata": meta(im_name(node), **{"longhorn.io/node": node, "longhorn.io/component": "instance-manager",
                                                   "longhorn.io/instance-manager-type": "aio", "longhorn.io/data-engine": "v1"}),
-                "spec": {"dataEngine": "v1", "image": "longhornio/longhorn-instance-manager:v1.12.1", "nodeID": node, "type": "aio"}})
+                "spec": {"dataEngine": "v1", "image": IM_IMAGE, "nodeID": node, "type": "aio"}})
         patch("instancemanagers.longhorn.io", im_name(node), {"status": {"currentState": "running", "ownerID": node,
               "conditions": [cond("NodeReady"), cond("PodReady")], "instanceEngines": {}, "instanceReplicas": {}}}, status=True)
         im_pod(argparse.Namespace(node=node, image=args.image, name=None, networks=None, delay=None, status_key=None))
@@ -189,7 +202,7 @@ def detach(args):
         patch("instancemanagers.longhorn.io", im_name(node), {"status": {"instanceEngines": {engine: None}}}, status=True)
     patch("engines.longhorn.io", engine, {"spec": {"desireState": "stopped", "nodeID": ""}})
     patch("engines.longhorn.io", engine, {"status": {"currentState": "stopped", "instanceManagerName": "", "started": False}}, status=True)
-    # As real Longhorn v1.12.1 leaves a stopped engine: these two maps are null, not absent (a
+    # As real Longhorn (v1.10.2 to v1.12.1) leaves a stopped engine: these two maps are null, not absent (a
     # merge patch cannot write null, a JSON patch can).
     kubectl("-n", NS, "patch", "engines.longhorn.io", engine, "--type=json", "--subresource=status", "-p", json.dumps(
         [{"op": "add", "path": f"/status/{key}", "value": None} for key in ("replicaModeMap", "rebuildStatus")]))

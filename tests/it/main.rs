@@ -35,6 +35,7 @@ mod gate_policy_literal;
 mod init_gate;
 mod layers;
 mod lint;
+mod longhorn_versions;
 mod malformed_objects;
 mod manifests;
 mod message_property;

@@ -371,3 +371,24 @@ fn a_healthy_copy_on_a_cordoned_node_is_not_called_missing() {
         "vol-a: no other replica can protect it; its replica on node-2 is on a cordoned node; uncordon node-2"
     );
 }
+
+/// Longhorn 1.10 still lists an old instance manager's engines and replicas in
+/// `status.instances` (and counts them before it lets the budget go): an engine there blocks
+/// its node as one in `instanceEngines` does (it/longhorn_versions: only 1.10 has the map).
+#[test]
+fn an_engine_listed_in_status_instances_blocks_its_node() {
+    let mut items = three_nodes();
+    assert!(!analyze(&items, "node-1").would_block());
+    edit(&mut items, "InstanceManager", &im_name("node-1", "v1"), |im| {
+        im["status"]["instances"] = json!({
+            "old-e-4d2a1f0b": {"spec": {"name": "old-e-4d2a1f0b"}, "status": {"type": "engine", "state": "running"}},
+            "old-r-77e0c3a1": {"spec": {"name": "old-r-77e0c3a1"}, "status": {"type": "replica", "state": "running"}}});
+    });
+    let a = analyze(&items, "node-1");
+    let lines: Vec<String> = a.blocking_unmapped().map(|u| u.line()).collect();
+    assert_eq!(
+        lines,
+        ["engine old-e-4d2a1f0b in instance manager instance-manager-v1-node-1: no known volume owns it; \
+          wait until Longhorn stops it, or check that instance manager"]
+    );
+}

@@ -145,21 +145,24 @@ pub struct RecurringJobSpec {
     /// Not checked, read so that a malformed value makes the job unreadable.
     pub cron: String,
     pub retain: i64,
-    /// `count-based` (default) or `age-based` (Longhorn 1.11+), where `retain` is not read.
+    /// `count-based` (default) or `age-based`, where `retain` is not read. No release the guard
+    /// supports has it (its CRD schema drops it, so it reads empty: count-based); Longhorn 1.13
+    /// adds it (longhorn/longhorn#12060).
     pub retention_policy: String,
 }
 
-type SnapshotItem = Item<SnapshotSpec, SnapshotStatus>;
+/// A `Snapshot`, as far as its volume's totals read it.
+pub type SnapshotItem = Item<SnapshotSpec, SnapshotStatus>;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-struct SnapshotSpec {
+pub struct SnapshotSpec {
     volume: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
-struct SnapshotStatus {
+pub struct SnapshotStatus {
     size: i64,
     mark_removed: bool,
 }

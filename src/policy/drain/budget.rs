@@ -121,12 +121,12 @@ pub fn budget_volumes(view: &ClusterView, im: &InstanceManager) -> BTreeSet<Stri
         .filter_map(|r| r.volume())
         .map(str::to_string)
         .collect();
-    let engines = im.status.instance_engines.keys().chain(im.status.instance_engine_frontends.keys());
+    let engines = im.status.engines().chain(im.status.instance_engine_frontends.keys());
     for e in engines {
         let volume = view.engine(e).and_then(|e| e.volume()).or_else(|| volume_of_engine_name(e));
         out.extend(volume.map(str::to_string));
     }
-    for r in im.status.instance_replicas.keys() {
+    for r in im.status.replicas() {
         out.extend(view.replica(r).and_then(|r| r.volume()).map(str::to_string));
     }
     out

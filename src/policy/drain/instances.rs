@@ -16,7 +16,7 @@ pub fn engines_reported_by<'a>(ims: impl IntoIterator<Item = &'a InstanceManager
 /// none.
 pub(super) fn entries(im: &InstanceManager) -> impl Iterator<Item = (InstanceKind, &Name)> {
     let runs = im.spec.type_ != "replica";
-    let engines = im.status.instance_engines.keys().map(|k| (InstanceKind::Engine, k));
+    let engines = im.status.engines().map(|k| (InstanceKind::Engine, k));
     let frontends = im.status.instance_engine_frontends.keys().map(|k| (InstanceKind::EngineFrontend, k));
     engines.chain(frontends).filter(move |_| runs)
 }
@@ -25,7 +25,7 @@ pub(super) fn entries(im: &InstanceManager) -> impl Iterator<Item = (InstanceKin
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "camelCase")]
 pub enum InstanceKind {
-    /// An engine (`status.instanceEngines`), v1 or v2.
+    /// An engine (`status.instanceEngines`, or an engine of `status.instances`), v1 or v2.
     Engine,
     /// A v2 engine frontend (`status.instanceEngineFrontends`).
     EngineFrontend,

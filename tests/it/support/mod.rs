@@ -4,7 +4,9 @@
 
 pub mod apiserver;
 pub mod generated;
+pub mod longhorn;
 pub mod proxy;
+pub mod read_paths;
 pub mod run;
 pub mod serve;
 pub mod states;

@@ -26,8 +26,8 @@ fn retains(task: &str) -> bool {
 }
 
 /// True when the job's `retain` is a count Longhorn reads: the count-based policy (empty, the
-/// default, spelled `count-based` or `count-base` across Longhorn versions). Under an age-based
-/// policy `retain` is not read.
+/// default, or `count-based`; `count-base` is accepted too). Under an age-based policy (Longhorn
+/// 1.13+; 1.10 to 1.12 have no `retentionPolicy`) `retain` is not read.
 fn retain_is_a_count(policy: &str) -> bool {
     matches!(policy, "" | "count-based" | "count-base")
 }

@@ -303,4 +303,66 @@ pub struct InstanceManagerStatus {
     /// Replica names it runs (their status is not kept).
     #[serde(deserialize_with = "super::super::meta::null_as_empty")]
     pub instance_replicas: BTreeMap<Name, Present>,
+    /// Engines and replicas in one map, told apart by their type: what an instance manager of
+    /// API version 3 or older (an image from before Longhorn 1.5) reports. Longhorn 1.10 still
+    /// reads it beside the two maps above (its budget and node checks consolidate all three);
+    /// 1.11 dropped it from the CRD.
+    #[serde(
+        deserialize_with = "super::super::meta::null_as_empty",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub instances: BTreeMap<Name, LegacyInstance>,
+}
+
+/// An entry of an InstanceManager's `status.instances`: only its type is kept.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct LegacyInstance {
+    pub status: LegacyInstanceStatus,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(default)]
+pub struct LegacyInstanceStatus {
+    /// `engine` or `replica`.
+    #[serde(rename = "type")]
+    pub type_: Name,
+}
+
+impl InstanceManagerStatus {
+    /// The engines it runs: `instanceEngines`, then the engines of `instances`.
+    pub fn engines(&self) -> impl Iterator<Item = &Name> {
+        self.instance_engines.keys().chain(self.legacy("engine"))
+    }
+
+    /// The replicas it runs: `instanceReplicas`, then the replicas of `instances`.
+    pub fn replicas(&self) -> impl Iterator<Item = &Name> {
+        self.instance_replicas.keys().chain(self.legacy("replica"))
+    }
+
+    fn legacy<'a>(&'a self, type_: &'a str) -> impl Iterator<Item = &'a Name> {
+        self.instances.iter().filter(move |(_, i)| i.status.type_ == type_).map(|(name, _)| name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instance_managers_engines_and_replicas_include_those_of_status_instances() {
+        let im: InstanceManager = serde_json::from_value(serde_json::json!({"status": {
+            "instanceEngines": {"v-e-0": {}}, "instanceReplicas": {"v-r-1": {}},
+            "instances": {"old-e-0": {"spec": {"name": "old-e-0"}, "status": {"type": "engine"}},
+                          "old-r-0": {"status": {"type": "replica"}}, "odd": {"status": {}}}}}))
+        .unwrap();
+        let names = |i: &mut dyn Iterator<Item = &Name>| i.map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&mut im.status.engines()), ["v-e-0", "old-e-0"]);
+        assert_eq!(names(&mut im.status.replicas()), ["v-r-1", "old-r-0"]);
+        let none: InstanceManager =
+            serde_json::from_value(serde_json::json!({"status": {"instances": null}})).unwrap();
+        assert_eq!(none.status.engines().count(), 0);
+        // Not written back when empty (the shape of 1.11 and later).
+        assert!(serde_json::to_value(&none).unwrap()["status"].get("instances").is_none());
+    }
 }
