@@ -17,6 +17,7 @@ NSENTER=${NSENTER:-/usr/bin/nsenter}
 NC=${NC:-/bin/nc.openbsd}
 # lh_version_of_src: the longhorn-manager image tag of $LONGHORN_SRC/deploy/longhorn.yaml, or nothing.
 lh_version_of_src() {
+	[ -f "${LONGHORN_SRC:-}/deploy/longhorn.yaml" ] || return 0
 	sed -n 's|^ *image: *\(docker.io/\)\{0,1\}longhornio/longhorn-manager:\(v[0-9][0-9.]*\)$|\2|p' \
 		"$LONGHORN_SRC/deploy/longhorn.yaml" 2>/dev/null | head -n 1
 }
