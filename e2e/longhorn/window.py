@@ -294,7 +294,7 @@ def sample_lines(items, now):
 
 def sample(out, stop, kubectl):
     cmd = kubectl + ["-n", "longhorn-system", "get", "volumes.longhorn.io,replicas.longhorn.io,engines.longhorn.io",
-                     "-l", "longhorn-guard-e2e-window=true", "-o", "json"]
+                     "-o", "json"]
     with open(out, "a", encoding="utf-8") as f:
         while not os.path.exists(stop):
             t = time.time()
