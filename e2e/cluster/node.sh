@@ -114,13 +114,27 @@ node_up() {
 	cgroup_roots mkdir "$i"
 	containerd_conf "$i" >"$nd/containerd.toml"
 	cni_conf "$i" >"$nd/cni/10-lg-node-$i.conflist"
-	start_bg "containerd-$i" env PATH="$CONTAINERD_BIN_DIR:$PATH" "$CONTAINERD_BIN_DIR/containerd" --config "$nd/containerd.toml"
-	wait_for 30 ctr_ "$i" version || die "containerd of node-$i did not start (see $DIR/log/containerd-$i.log)"
+	containerd_start "$i" || die "containerd of node-$i did not start (see $DIR/log/containerd-$i.log)"
 	for img in "$DIR"/images/*.tar; do
 		ctr_ "$i" images import "$img" >/dev/null || die "ctr import $img into node-$i failed"
 	done
 	kubelet_conf "$i" >"$nd/kubelet.yaml"
 	kubelet_start "$i"
+}
+
+# containerd_start NODE: node-N's containerd, waited for; status 1 if it does not answer in 30 s.
+containerd_start() {
+	start_bg "containerd-$1" env PATH="$CONTAINERD_BIN_DIR:$PATH" "$CONTAINERD_BIN_DIR/containerd" --config "$(node_dir "$1")/containerd.toml"
+	wait_for 30 ctr_ "$1" version
+}
+
+# node_start NODE: node-N up again after node_down (a hard reboot): its cgroup roots, its
+# containerd (images and containers kept in its root), its kubelet. Status 1, and no kubelet,
+# if containerd does not answer.
+node_start() {
+	cgroup_roots mkdir "$1"
+	containerd_start "$1" || return 1
+	kubelet_start "$1"
 }
 
 # kubelet_start NODE: node-N's kubelet (again, after `stop_named kubelet-N`: a node's reboot).
