@@ -4,6 +4,8 @@
 #   a. Longhorn up, the guard reading it      b. drains beside Longhorn's node-drain-policy
 #   c. a real rebuild, check drain --wait     e. no false allow through Longhorn's churn
 #   f. drains that delete instead of evicting (deletes.sh)
+#   u. Longhorn upgraded underneath the guard (upgrade.sh; only with LONGHORN_UPGRADE_SRC and
+#      LONGHORN_UPGRADE_BIN_DIR: d then runs on the version upgraded to)
 #   d. longhorn#10833 diagnosed live (last: it deletes a Node)
 # One alone, on a cluster `up` made: e2e/cluster.sh checks longhorn_up install_guard check_deletes
 # With E2E_MULTUS (make e2e-longhorn-multus), the seed's race s0-s4 instead (seedrace.sh), and
@@ -15,7 +17,7 @@ for f in install drain; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
-for f in longhorn drains rebuild churn deletes seedrace latestatus; do
+for f in longhorn drains rebuild churn deletes seedrace latestatus upgrade; do
 	# shellcheck source=/dev/null
 	. "$E2E/longhorn/$f.sh"
 done
@@ -32,6 +34,7 @@ run_checks() {
 	check_rebuild
 	check_churn
 	check_deletes
+	! upgrade_on || check_upgrade
 	check_10833
 	summary
 }
