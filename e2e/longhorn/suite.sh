@@ -22,10 +22,10 @@ NC=${NC:-/bin/nc.openbsd}
 LONGHORN_UPGRADE_SRC=${LONGHORN_UPGRADE_SRC:-}
 LONGHORN_UPGRADE_BIN_DIR=${LONGHORN_UPGRADE_BIN_DIR:-}
 # lh_version_of_src [SRC]: the longhorn-manager image tag of SRC's ($LONGHORN_SRC's)
-# deploy/longhorn.yaml, or nothing.
+# deploy/longhorn.yaml, or nothing (no tree: the preflight says so, no silent stop).
 lh_version_of_src() {
-	sed -n 's|^ *image: *\(docker.io/\)\{0,1\}longhornio/longhorn-manager:\(v[0-9][0-9.]*\)$|\2|p' \
-		"${1:-$LONGHORN_SRC}/deploy/longhorn.yaml" 2>/dev/null | head -n 1
+	value sed -n 's|^ *image: *\(docker.io/\)\{0,1\}longhornio/longhorn-manager:\(v[0-9][0-9.]*\)$|\2|p' \
+		"${1:-$LONGHORN_SRC}/deploy/longhorn.yaml" | awk 'NR == 1'
 }
 # lh_version_of_bin [DIR]: the version longhorn-manager in DIR ($LONGHORN_BIN_DIR) was built as, or nothing.
 lh_version_of_bin() {
