@@ -162,7 +162,7 @@ longhorn-bin: ## Build Longhorn (the version of the LONGHORN_*_SRC trees) and Mu
 	e2e/longhorn/build.sh $(LONGHORN_BIN_DIR)
 
 # Root; the e2e-cluster settings, plus LONGHORN_BIN_DIR (make longhorn-bin) and LONGHORN_SRC.
-e2e-longhorn: image-oci ## Real Longhorn (the version of LONGHORN_SRC, v1.10-v1.12) on the real-kubelet cluster (3 nodes): scenarios a-f of e2e/longhorn/checks.sh
+e2e-longhorn: image-oci ## Real Longhorn (the version of LONGHORN_SRC, v1.10-v1.12) on the real-kubelet cluster (3 nodes): scenarios a-f of e2e/longhorn/checks.sh (and u, Longhorn upgraded under the guard, with LONGHORN_UPGRADE_SRC and LONGHORN_UPGRADE_BIN_DIR)
 	GUARD_IMAGE=$(IMAGE) GUARD_IMAGE_TAR=$(abspath $(IMAGE_TAR)) LONGHORN_BIN_DIR=$(LONGHORN_BIN_DIR) \
 	  E2E_CLUSTER_SUITE=longhorn E2E_MULTUS= e2e/cluster.sh run
 

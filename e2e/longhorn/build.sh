@@ -67,8 +67,11 @@ echo "build: Longhorn ${VERSION:-(no tree set)} and Multus into $OUT"
 lm=github.com/longhorn/longhorn-manager/meta
 build longhorn-manager "${LONGHORN_MANAGER_SRC:-}" . 0 "" \
 	"-X $lm.Version=$VERSION -X $lm.GitCommit=$VERSION -X $lm.BuildDate=source -extldflags -static -s"
-# The engine and instance manager link libqcow (pkg/qcow, cgo) fully static.
-static="-X main.Version=$VERSION -linkmode external -extldflags -static"
+# The engine and instance manager link libqcow (pkg/qcow, cgo) fully static. Each carries a
+# git commit, as a release does: a live engine upgrade is refused between two engine images
+# that report the same one (longhorn-manager's checkOldAndNewEngineImagesForLiveUpgrade), and
+# a tree from `git archive` has no commit, so the version stands in for it.
+static="-X main.Version=$VERSION -X main.GitCommit=$VERSION -X main.BuildDate=source -linkmode external -extldflags -static"
 build longhorn "${LONGHORN_ENGINE_SRC:-}" . 1 netgo "$static"
 build longhorn-instance-manager "${LONGHORN_IM_SRC:-}" . 1 netgo "$static"
 # The instance-manager image's entry script (package/instance-manager), beside its binary.

@@ -6,6 +6,8 @@
 #   f. drains that delete instead of evicting (deletes.sh)
 #   w. a whole maintenance window, every node drained and rebooted twice (window.sh; only with
 #      E2E_LONGHORN_WINDOW=1)
+#   u. Longhorn upgraded underneath the guard (upgrade.sh; only with LONGHORN_UPGRADE_SRC and
+#      LONGHORN_UPGRADE_BIN_DIR: d then runs on the version upgraded to)
 #   d. longhorn#10833 diagnosed live (last: it deletes a Node)
 # One alone, on a cluster `up` made: e2e/cluster.sh checks longhorn_up install_guard check_deletes
 # With E2E_MULTUS (make e2e-longhorn-multus), the seed's race s0-s4 instead (seedrace.sh), and
@@ -17,7 +19,7 @@ for f in install drain; do
 	# shellcheck source=/dev/null
 	. "$E2E/cluster/$f.sh"
 done
-for f in longhorn drains rebuild churn deletes seedrace latestatus window; do
+for f in longhorn drains rebuild churn deletes seedrace latestatus window upgrade; do
 	# shellcheck source=/dev/null
 	. "$E2E/longhorn/$f.sh"
 done
@@ -36,6 +38,7 @@ run_checks() {
 	check_deletes
 	# A whole maintenance window (window.sh): long, so only when asked for.
 	[ "${E2E_LONGHORN_WINDOW:-0}" != 1 ] || check_window
+	! upgrade_on || check_upgrade
 	check_10833
 	summary
 }

@@ -8,32 +8,54 @@
 # at the same version: its deploy/longhorn.yaml is the install), BASH_STATIC (Debian bash-static).
 # The Longhorn version is the install's: deploy/longhorn.yaml's longhorn-manager image tag
 # (v1.10.x, v1.11.x, v1.12.x run). The binaries must be that version (preflight compares).
+# LONGHORN_UPGRADE_SRC and LONGHORN_UPGRADE_BIN_DIR (both or neither): the version Longhorn is
+# upgraded to under the guard (scenario u, e2e/longhorn/upgrade.sh), one minor or patch up; its
+# images are built and imported beside the first version's, each tagged by its version.
 
+# shellcheck disable=SC2034 # the settings and names below are read by the files sourced after this one
 LONGHORN_BIN_DIR=${LONGHORN_BIN_DIR:-}
 LONGHORN_SRC=${LONGHORN_SRC:-}
 BASH_STATIC=${BASH_STATIC:-/bin/bash-static}
 NSENTER=${NSENTER:-/usr/bin/nsenter}
 # The instance manager's liveness probe runs `nc -z`, which busybox's nc lacks.
 NC=${NC:-/bin/nc.openbsd}
-# lh_version_of_src: the longhorn-manager image tag of $LONGHORN_SRC/deploy/longhorn.yaml, or nothing.
+LONGHORN_UPGRADE_SRC=${LONGHORN_UPGRADE_SRC:-}
+LONGHORN_UPGRADE_BIN_DIR=${LONGHORN_UPGRADE_BIN_DIR:-}
+# lh_version_of_src [SRC]: the longhorn-manager image tag of SRC's ($LONGHORN_SRC's)
+# deploy/longhorn.yaml, or nothing (no tree: the preflight says so, no silent stop).
 lh_version_of_src() {
-	[ -f "${LONGHORN_SRC:-}/deploy/longhorn.yaml" ] || return 0
-	sed -n 's|^ *image: *\(docker.io/\)\{0,1\}longhornio/longhorn-manager:\(v[0-9][0-9.]*\)$|\2|p' \
-		"$LONGHORN_SRC/deploy/longhorn.yaml" 2>/dev/null | head -n 1
+	value sed -n 's|^ *image: *\(docker.io/\)\{0,1\}longhornio/longhorn-manager:\(v[0-9][0-9.]*\)$|\2|p' \
+		"${1:-$LONGHORN_SRC}/deploy/longhorn.yaml" | awk 'NR == 1'
 }
-# lh_version_of_bin: the version longhorn-manager in $LONGHORN_BIN_DIR was built as, or nothing.
+# lh_version_of_bin [DIR]: the version longhorn-manager in DIR ($LONGHORN_BIN_DIR) was built as, or nothing.
 lh_version_of_bin() {
-	if [ -f "$LONGHORN_BIN_DIR/.longhorn-version" ]; then
-		cat "$LONGHORN_BIN_DIR/.longhorn-version"
+	local d=${1:-$LONGHORN_BIN_DIR}
+	if [ -f "$d/.longhorn-version" ]; then
+		cat "$d/.longhorn-version"
 	else
-		"$LONGHORN_BIN_DIR/longhorn-manager" --version 2>/dev/null | awk '/version/ {print $NF; exit}'
+		"$d/longhorn-manager" --version 2>/dev/null | awk '/version/ {print $NF; exit}'
 	fi
+}
+# lh_engine_commit DIR: the git commit DIR's engine binary reports (`longhorn version`), or nothing.
+lh_engine_commit() {
+	value "$1/longhorn" version --client-only | sed -n 's/^[[:space:]]*"gitCommit":[[:space:]]*"\([^"]*\)".*/\1/p' | tail -n 1
 }
 LH_VERSION=$(lh_version_of_src)
 LH_VERSION=${LH_VERSION:-unknown}
-LH_MANAGER_IMAGE=localhost/longhorn-e2e/longhorn-manager:$LH_VERSION
-LH_ENGINE_IMAGE=localhost/longhorn-e2e/longhorn-engine:$LH_VERSION
-LH_IM_IMAGE=localhost/longhorn-e2e/longhorn-instance-manager:$LH_VERSION
+# Every image is LH_REPO/NAME:VERSION (lh_images).
+LH_REPO=localhost/longhorn-e2e
+LH_MANAGER_IMAGE=$LH_REPO/longhorn-manager:$LH_VERSION
+LH_ENGINE_IMAGE=$LH_REPO/longhorn-engine:$LH_VERSION
+LH_IM_IMAGE=$LH_REPO/longhorn-instance-manager:$LH_VERSION
+upgrade_on() { [ -n "$LONGHORN_UPGRADE_SRC" ]; }
+LH_UP_VERSION=unknown
+if upgrade_on; then
+	LH_UP_VERSION=$(lh_version_of_src "$LONGHORN_UPGRADE_SRC")
+	LH_UP_VERSION=${LH_UP_VERSION:-unknown}
+fi
+LH_UP_MANAGER_IMAGE=$LH_REPO/longhorn-manager:$LH_UP_VERSION
+LH_UP_ENGINE_IMAGE=$LH_REPO/longhorn-engine:$LH_UP_VERSION
+LH_UP_IM_IMAGE=$LH_REPO/longhorn-instance-manager:$LH_UP_VERSION
 # The manager dials its webhook by the Service's DNS name and there is no cluster DNS: the
 # Service gets this fixed ClusterIP and the DaemonSet a hostAliases entry for it.
 LH_WEBHOOK_IP=10.97.0.50
@@ -83,6 +105,36 @@ suite_preflight() {
 		die "$LH_HOST_DIR exists and this harness did not create it: refusing to run over another Longhorn"
 	fi
 	! multus_on || multus_preflight
+	if upgrade_on || [ -n "$LONGHORN_UPGRADE_BIN_DIR" ]; then upgrade_preflight; fi
+}
+
+# upgrade_preflight: the version to upgrade to is a tree and binaries of one version, one minor
+# (or patches) above LH_VERSION, and its engine reports a git commit other than the first
+# version's: Longhorn refuses a live engine upgrade between two engine images of the same commit.
+upgrade_preflight() {
+	local b bin_version c0 c1
+	[ -n "$LONGHORN_UPGRADE_SRC" ] || die "LONGHORN_UPGRADE_BIN_DIR is set: set LONGHORN_UPGRADE_SRC too (the version to upgrade to), or neither"
+	[ -n "$LONGHORN_UPGRADE_BIN_DIR" ] || die "LONGHORN_UPGRADE_SRC is set: set LONGHORN_UPGRADE_BIN_DIR too (its binaries, e2e/longhorn/build.sh), or neither"
+	for b in longhorn-manager longhorn longhorn-instance-manager instance-manager grpc_health_probe; do
+		[ -x "$LONGHORN_UPGRADE_BIN_DIR/$b" ] || die "$LONGHORN_UPGRADE_BIN_DIR/$b missing (e2e/longhorn/build.sh)"
+	done
+	[ "$LH_UP_VERSION" != unknown ] || die "$LONGHORN_UPGRADE_SRC/deploy/longhorn.yaml names no longhornio/longhorn-manager image"
+	case $LH_UP_VERSION in
+	v1.10.* | v1.11.* | v1.12.*) ;;
+	*) die "Longhorn $LH_UP_VERSION: this suite upgrades to v1.10.x, v1.11.x and v1.12.x" ;;
+	esac
+	bin_version=$(lh_version_of_bin "$LONGHORN_UPGRADE_BIN_DIR")
+	[ "$bin_version" = "$LH_UP_VERSION" ] || die "LONGHORN_UPGRADE_BIN_DIR holds Longhorn ${bin_version:-of no known version}, LONGHORN_UPGRADE_SRC installs $LH_UP_VERSION"
+	# Longhorn's own upgrade path (upgrade/util CheckUpgradePath): no downgrade, at most one minor up.
+	if [ "$LH_VERSION" = "$LH_UP_VERSION" ] || [ "$(printf '%s\n' "$LH_VERSION" "$LH_UP_VERSION" | sort -V | tail -n 1)" != "$LH_UP_VERSION" ]; then
+		die "upgrade from $LH_VERSION to $LH_UP_VERSION: not an upgrade"
+	fi
+	local m0=${LH_VERSION#v1.} m1=${LH_UP_VERSION#v1.}
+	[ $((${m1%%.*} - ${m0%%.*})) -le 1 ] || die "upgrade from $LH_VERSION to $LH_UP_VERSION: Longhorn upgrades one minor version at a time"
+	c0=$(lh_engine_commit "$LONGHORN_BIN_DIR")
+	c1=$(lh_engine_commit "$LONGHORN_UPGRADE_BIN_DIR")
+	[ "$c0" != "$c1" ] ||
+		die "the engines of $LH_VERSION and $LH_UP_VERSION both report git commit '${c0}': Longhorn refuses a live engine upgrade between images of one commit; rebuild each engine with e2e/longhorn/build.sh (it writes main.GitCommit; LONGHORN_ENGINE_SRC alone and BUILD_FORCE=1 rebuild only the engine)"
 }
 
 # suite_host_up: shared mount propagation on / (the manager's Bidirectional hostPath), the
@@ -140,19 +192,27 @@ lh_image() {
 		--env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@" | sed 's/^/    image: /'
 }
 
+# suite_images: the Longhorn images of LH_VERSION, and of LH_UP_VERSION when an upgrade is
+# set; every node's containerd imports each (node_up imports every tar of $DIR/images).
 suite_images() {
-	local b=$LONGHORN_BIN_DIR
-	lh_image "$LH_MANAGER_IMAGE" "$DIR/images/longhorn-manager.tar" \
+	lh_images "$LH_VERSION" "$LONGHORN_BIN_DIR"
+	! upgrade_on || lh_images "$LH_UP_VERSION" "$LONGHORN_UPGRADE_BIN_DIR"
+	for f in "$DIR"/images/longhorn-*.tar; do printf '    %s: %s bytes\n' "${f##*/}" "$(stat -c %s "$f")"; done
+}
+# lh_images VERSION BIN_DIR: the manager, engine and instance-manager images of VERSION
+# ($LH_REPO/NAME:VERSION) from BIN_DIR, in $DIR/images/NAME-VERSION.tar.
+lh_images() {
+	local v=$1 b=$2
+	lh_image "$LH_REPO/longhorn-manager:$v" "$DIR/images/longhorn-manager-$v.tar" \
 		--file "$b/longhorn-manager:/usr/local/bin/longhorn-manager:0755"
-	lh_image "$LH_ENGINE_IMAGE" "$DIR/images/longhorn-engine.tar" \
+	lh_image "$LH_REPO/longhorn-engine:$v" "$DIR/images/longhorn-engine-$v.tar" \
 		--file "$b/longhorn:/usr/local/bin/longhorn:0755" \
 		--file "$b/longhorn-instance-manager:/usr/local/bin/longhorn-instance-manager:0755" \
 		--file "$b/grpc_health_probe:/usr/local/bin/grpc_health_probe:0755"
-	lh_image "$LH_IM_IMAGE" "$DIR/images/longhorn-instance-manager.tar" \
+	lh_image "$LH_REPO/longhorn-instance-manager:$v" "$DIR/images/longhorn-instance-manager-$v.tar" \
 		--file "$b/longhorn-instance-manager:/usr/local/bin/longhorn-instance-manager:0755" \
 		--file "$b/instance-manager:/usr/local/bin/instance-manager:0755" \
 		--file "$b/grpc_health_probe:/usr/local/bin/grpc_health_probe:0755"
-	for f in "$DIR"/images/longhorn-*.tar; do printf '    %s: %s bytes\n' "${f##*/}" "$(stat -c %s "$f")"; done
 }
 
 # images_reload: the Longhorn images written again and imported into every running node (a
