@@ -7,6 +7,7 @@
 use crate::support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use longhorn_guard::cluster::{watch, ClusterView, ObjectKind, SharedView, Source};
 use longhorn_guard::synthetic::{Group, Synthetic};
@@ -80,5 +81,20 @@ async fn an_api_server_refusing_streaming_lists_is_listed_in_pages_and_not_asked
     until("every kind listed again", relisted).await;
     until("the view current again", || view.read().freshness().failing.is_empty()).await;
     assert_eq!(asked(), first, "{:#?}", &api.requests()[mark..]);
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_streaming_list_leaves_its_kind_as_old_as_its_request() {
+    // A streaming list is read when its request arrives; its answer may come much later (the
+    // API server first waits for its cache to reach etcd's revision). Answered 1.5 s late, its
+    // data is 1.5 s old when it ends, and the view must not count it as newer: the list's time
+    // is taken before its request is sent, not when its answer begins.
+    let (_s, api) = cluster(true).await;
+    api.delay_lists(Duration::from_millis(1500));
+    let (view, task) = synced(&api).await;
+    assert!(api.requests().iter().any(|q| streamed(q)), "{:#?}", api.requests());
+    let age = view.read().freshness().monotonic_age.expect("every kind listed");
+    assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");
     task.abort();
 }

@@ -38,7 +38,7 @@ struct Shared {
     events: broadcast::Sender<Value>,
     /// Every request as `path?query`, in arrival order.
     requests: Mutex<Vec<String>>,
-    /// How long each LIST waits before it is answered (a slow API server).
+    /// How long each LIST or streaming list waits before it is answered (a slow API server).
     list_delay: Mutex<std::time::Duration>,
     /// Watches whose path contains one of these deliver nothing more (a stalled stream).
     held: Mutex<Vec<String>>,
@@ -181,7 +181,8 @@ impl WatchApi {
     }
 
     /// Stops serving: open connections are dropped, new ones closed at once.
-    /// Answers every LIST from now on only after `delay` (its data as of the request).
+    /// Answers every LIST and streaming list from now on only after `delay` (its data as of
+    /// the request).
     pub fn delay_lists(&self, delay: std::time::Duration) {
         *self.shared.list_delay.lock().unwrap() = delay;
     }
@@ -336,7 +337,11 @@ async fn answer(
                 "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled";
             return Ok(reply(422, json_body(&status(422, "Invalid", message.to_string()))));
         }
-        return Ok(reply(200, streamed_list(&shared, &path, &query, subscription)));
+        // Its set is read at the request's arrival, its answer may come later.
+        let body = streamed_list(&shared, &path, &query, subscription);
+        let delay = *shared.list_delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
+        return Ok(reply(200, body));
     }
     if watch {
         let from: u64 = param("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);

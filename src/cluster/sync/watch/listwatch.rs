@@ -96,6 +96,9 @@ const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 enum Phase<K> {
     Empty,
+    /// A streaming list announced ([`Event::Init`], so its time is taken before its request
+    /// is sent), not yet asked for.
+    StartStreaming,
     /// A streaming list in progress: its initial events until the end marker.
     Streaming {
         events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
@@ -163,20 +166,24 @@ where
 {
     let paging = || Phase::Paging { cont: None, items: VecDeque::new(), rv: None };
     match phase {
-        Phase::Empty if params.streaming.on() => {
+        // The list's time is its start: `Init` is yielded, and its time taken, before the
+        // request is sent (the list is consistent as of that request's arrival, not of its
+        // answer).
+        Phase::Empty if params.streaming.on() => (Some(Ok(Step::Event(Event::Init))), Phase::StartStreaming),
+        Phase::Empty => (Some(Ok(Step::Event(Event::Init))), paging()),
+        Phase::StartStreaming => {
             let wp = WatchParams { timeout: Some(STREAM_TIMEOUT_SECS), ..WatchParams::streaming_lists() };
-            let next = match api.watch(&wp, "").await {
-                Ok(events) => Phase::Streaming { events: events.boxed() },
-                // An API server without streaming lists refuses the parameters as invalid.
+            match api.watch(&wp, "").await {
+                Ok(events) => (None, Phase::Streaming { events: events.boxed() }),
+                // An API server without streaming lists refuses the parameters as invalid:
+                // the same list goes on in pages (its time still the refused request's).
                 Err(kube::Error::Api(status)) if matches!(status.code, 400 | 422) => {
                     params.streaming.refused(&status.message);
-                    paging()
+                    (None, paging())
                 }
-                Err(e) => return (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty),
-            };
-            (Some(Ok(Step::Event(Event::Init))), next)
+                Err(e) => (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty),
+            }
         }
-        Phase::Empty => (Some(Ok(Step::Event(Event::Init))), paging()),
         Phase::Streaming { mut events } => {
             let idle = Duration::from_secs(STREAM_TIMEOUT_SECS.into()) + IDLE_MARGIN;
             let next = tokio::time::timeout(idle, events.next()).await.unwrap_or(None);
