@@ -102,6 +102,11 @@ impl Readiness {
         let answered = view.read_answered();
         let Some(why) = why else {
             st.unproven_since = None;
+            if !st.proven_once {
+                let after_sync_ms =
+                    st.synced_at.map_or(0, |t| now.saturating_duration_since(t).as_millis() as u64);
+                tracing::info!(after_sync_ms, "cluster view proven current: /readyz is 200");
+            }
             st.proven_once = true;
             self.flip_ready(st, "proven");
             return Verdict::Ready;

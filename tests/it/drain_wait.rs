@@ -225,7 +225,12 @@ async fn the_watches_start_is_logged_only_when_asked_for() {
             let listed =
                 stderr.lines().filter(|l| l.contains(" INFO ") && l.contains(" listed kind=")).count();
             assert!(listed >= 10, "{flags:?} {env:?}: {stderr}");
-            assert!(stderr.contains("cluster view synced"), "{flags:?} {env:?}: {stderr}");
+            // How long each list took and what it cost to apply (make scale reads them).
+            let timed = stderr.lines().filter(|l| l.contains(" listed kind=") && l.contains(" list_ms="));
+            assert_eq!(timed.filter(|l| l.contains(" apply_ms=")).count(), listed, "{stderr}");
+            let synced = stderr.lines().find(|l| l.contains("cluster view synced"));
+            let synced = synced.unwrap_or_else(|| panic!("{flags:?} {env:?}: {stderr}"));
+            assert!(synced.contains(" sync_ms=") && synced.contains(" oldest_kind="), "{synced}");
         } else {
             assert_eq!(stderr, "", "{flags:?} {env:?}");
         }

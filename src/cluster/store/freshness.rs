@@ -100,6 +100,13 @@ impl ClusterView {
         self.freshness().is_fresh(now, max_age)
     }
 
+    /// The kind whose data is oldest on the monotonic clock, and its age (`None` while some
+    /// kind has none): what a proof of the view waits for.
+    pub fn oldest_kind(&self) -> Option<(ObjectKind, Duration)> {
+        let ages = ObjectKind::ALL.iter().map(|k| Some((*k, self.kind_seen.get(k)?.elapsed())));
+        ages.collect::<Option<Vec<_>>>()?.into_iter().max_by_key(|(_, age)| *age)
+    }
+
     pub fn source(&self) -> &Source {
         &self.source
     }
@@ -252,6 +259,20 @@ mod tests {
         snap.touch(now);
         snap.mark_synced();
         assert_eq!(snap.freshness().monotonic_age, None);
+    }
+
+    #[test]
+    fn the_oldest_kind_is_the_one_last_touched_longest_ago_once_every_kind_has_data() {
+        let (now, mono) = (SystemTime::now(), Instant::now());
+        let mut v = ClusterView::new(Source::Watch);
+        v.touch_kind_at(ObjectKind::Replica, now, mono - Duration::from_secs(9));
+        assert_eq!(v.oldest_kind(), None, "other kinds have no data yet");
+        for kind in ObjectKind::ALL.into_iter().filter(|k| *k != ObjectKind::Replica) {
+            v.touch_kind_at(kind, now, mono - Duration::from_secs(2));
+        }
+        let (kind, age) = v.oldest_kind().unwrap();
+        assert_eq!(kind, ObjectKind::Replica);
+        assert!(age >= Duration::from_secs(9), "{age:?}");
     }
 
     #[test]

@@ -97,6 +97,7 @@ pub async fn run_supervised(client: kube::Client, view: SharedView, tuning: Tuni
 pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
     let all = targets();
     let total = all.len();
+    let watching_since = Instant::now();
     // One API client: once its API server refuses a streaming list, every kind lists in pages.
     let streaming = listwatch::Streaming::new(true);
     let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, tuning, &streaming)));
@@ -155,9 +156,11 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                 let (relist, unreadable, started) = pending.remove(&kind).unwrap_or_default();
                 let (started, started_mono) = started.unwrap_or((now, Instant::now()));
                 let (n, changed) = (relist.keep.len(), relist.changed.len());
+                // From the list's request to its last object, as this guard waited for it.
+                let list_ms = started_mono.elapsed().as_millis() as u64;
                 let first = listed.insert(kind);
                 let all_listed = listed.len() == total;
-                let still_failing = view.update(|v| {
+                let (still_failing, oldest) = view.update(|v| {
                     v.apply_relist(kind, relist, started, started_mono);
                     for name in &unreadable {
                         v.note_unreadable(kind, name);
@@ -165,21 +168,34 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
                     if first && all_listed {
                         v.mark_synced();
                     }
-                    v.freshness().failing.len()
+                    (v.freshness().failing.len(), v.oldest_kind())
                 });
+                // Applying it to the view (its objects, indexes and derived states).
+                let apply_ms = (started_mono.elapsed().as_millis() as u64).saturating_sub(list_ms);
                 if first {
-                    tracing::info!(kind = kind.display(), objects = n, changed, "listed");
+                    tracing::info!(kind = kind.display(), objects = n, changed, list_ms, apply_ms, "listed");
                 } else {
                     tracing::info!(
                         kind = kind.display(),
                         objects = n,
                         changed,
                         failing = still_failing,
+                        list_ms,
+                        apply_ms,
                         "relisted"
                     );
                 }
                 if first && all_listed {
-                    tracing::info!("cluster view synced: every watched kind is listed");
+                    let sync_ms = watching_since.elapsed().as_millis() as u64;
+                    // The oldest kind is what the view's first proof waits for (docs/scale.md).
+                    let (oldest_kind, oldest_ms) =
+                        oldest.map_or(("", 0), |(k, age)| (k.display(), age.as_millis() as u64));
+                    tracing::info!(
+                        sync_ms,
+                        oldest_kind,
+                        oldest_ms,
+                        "cluster view synced: every watched kind is listed"
+                    );
                 }
                 // The list's pages are gone: give their memory back (the first sync of each
                 // kind is one burst, so once when all are in).
