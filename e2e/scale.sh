@@ -167,9 +167,13 @@ printf 'drain:\n  maxViewAge: %s\n' "$MAX_VIEW_AGE" >"$WORK/policy.yaml"
 if [ -n "$BUSY_KINDS" ]; then printf '  reuseCurrentKinds: true\n' >>"$WORK/policy.yaml"; fi
 load_client() { "$EXAMPLES/admission_load" --url "https://127.0.0.1:$PORT/validate" --ca "$WORK/certs/ca.crt" --pod "$storage_im" "$@"; }
 ready() { curl -sf --cacert "$WORK/certs/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null; }
-# start_serve [ARGS...]: serve in watch mode with extra ARGS; sets SERVER_PID and ready_s.
+# start_serve [ARGS...]: serve in watch mode with extra ARGS; sets SERVER_PID and ready_s. Each
+# start's log is kept apart (server.1.log, server.2.log); server.log names the current one.
+SERVER_STARTS=0
 start_serve() {
 	local t0
+	SERVER_STARTS=$((SERVER_STARTS + 1))
+	[ -e "$WORK/server.log" ] && mv "$WORK/server.log" "$WORK/server.$((SERVER_STARTS - 1)).log"
 	t0=$(now)
 	# The allocator setting the Deployment ships (manifests/base/deployment.yaml).
 	KUBECONFIG="$WORK/sa.kubeconfig" LONGHORN_GUARD_LOG=${LONGHORN_GUARD_LOG:-info} \
@@ -198,6 +202,15 @@ start_serve
 start_cpu=$(awk -v a="$start_cpu" -v b="$(apiserver_ticks)" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (a != "" && b != "") printf "%.1f s", (b - a) / hz; else print "n/a" }')
 ready_first=$ready_s
 hwm_sync=$(vm VmHWM)
+# The start as the guard timed it (its log, INFO): each kind's list from its request to its last
+# object (list_ms), the sync (sync_ms), and the first proof after it (after_sync_ms); n/a from a
+# guard that does not log them.
+log_field() { sed -n "s/.*$1.* $2=\([0-9]*\).*/\1/p" "$WORK/server.log" | head -n 1; }
+guard_sync_ms=$(log_field "cluster view synced" sync_ms)
+guard_proof_ms=$(log_field "cluster view proven current" after_sync_ms)
+guard_longest=$(sed -n 's/.* listed kind="\([^"]*\)".* list_ms=\([0-9]*\).*/\2 \1/p' "$WORK/server.log" | sort -n | tail -n 1)
+guard_longest_ms=${guard_longest%% *}
+guard_longest_kind=${guard_longest#* }
 # The first evictions after /readyz turned 200: ready means answered at the view's speed.
 set +e
 first=$(load_client --requests 5 --concurrency 1)
@@ -395,6 +408,10 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s\n' "API server CPU, start -> ready (probes on)" "$start_cpu"
 	printf '%-44s %s\n' "time to ready / longest LIST" \
 		"$(awk -v r="$ready_first" -v l="$(field "$lists" longest_ms)" 'BEGIN { if (l > 0) printf "%.2f", r * 1000 / l; else print "n/a" }')"
+	printf '%-44s %s ms (%s) / %s ms / %s ms\n' "guard: longest list / sync / first proof after" \
+		"${guard_longest_ms:-n/a}" "${guard_longest_kind:-n/a}" "${guard_sync_ms:-n/a}" "${guard_proof_ms:-n/a}"
+	printf '%-44s %s\n' "time to ready / the guard's longest list" \
+		"$(awk -v r="$ready_first" -v l="${guard_longest_ms:-0}" 'BEGIN { if (l > 0) printf "%.2f", r * 1000 / l; else print "n/a" }')"
 	printf '%-44s %s / %s (n=%s, allowed %s)\n' "first 5 evictions after ready, p50 / max" "$(ms "$(field "$first" p50_ms)")" \
 		"$(ms "$(field "$first" max_ms)")" "$(field "$first" requests)" "$(field "$first" allowed)"
 	printf '%-44s %s MiB\n' "peak RSS at ready (VmHWM: the sync)" "${hwm_sync:-n/a}"
@@ -432,6 +449,10 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 	printf '%-44s %s\n' "API server CPU per confirmation's reads" "$apiserver_cpu"
 } | tee "$WORK/table.txt"
 if [ -n "${SCALE_TABLE_OUT:-}" ]; then cp "$WORK/table.txt" "$SCALE_TABLE_OUT"; fi
+if [ -n "${SCALE_LOG_OUT:-}" ]; then
+	cp "$WORK/server.1.log" "$SCALE_LOG_OUT.probes.log"
+	cp "$WORK/server.log" "$SCALE_LOG_OUT.plain.log"
+fi
 log "longhorn-guard log (last 5 lines)"
 tail -n 5 "$WORK/server.log" | cut -c1-300 | sed 's/^/    /'
 exit "$FAILED"
