@@ -84,7 +84,7 @@ impl Admitter {
         let now = SystemTime::now();
         let mut decision = self.decide(kind, &request, now);
         if let Some(node) = decision.confirm_node.take() {
-            decision = self.confirm(&request, &node, now, deadline).await;
+            decision = self.confirm(&request, decision.rule, &node, now, deadline).await;
         }
         log_decision(kind, &request, &decision);
         let response = response_review(&request.uid, &decision).to_bytes();
@@ -99,9 +99,11 @@ impl Admitter {
         }
     }
 
+    /// Confirms `rule`'s allow on `node` with fresh data, or denies it as unconfirmed.
     async fn confirm(
         &self,
         request: &AdmissionRequest,
+        rule: &'static str,
         node: &str,
         now: SystemTime,
         deadline: Duration,
@@ -109,7 +111,7 @@ impl Admitter {
         // Deletions are confirmed as an eviction is; a denial says what was asked.
         let Some(confirmer) = self.confirmer.as_ref() else {
             return policy::drain::unconfirmed(
-                request,
+                rule,
                 node,
                 "no API client is configured to confirm it",
                 &self.policy,
@@ -122,7 +124,7 @@ impl Admitter {
         let budget = deadline.saturating_sub(margin).min(self.confirm_timeout.unwrap_or(Duration::MAX));
         let started = Instant::now();
         let failed =
-            |why: &str| (policy::drain::unconfirmed(request, node, why, &self.policy), ConfirmResult::Failed);
+            |why: &str| (policy::drain::unconfirmed(rule, node, why, &self.policy), ConfirmResult::Failed);
         // The confirmer keeps to `budget` itself (and says why it could not); this timeout,
         // half the margin later, only stops one that does not.
         let backstop = budget + margin / 2;

@@ -62,14 +62,12 @@ enum Act {
 }
 
 impl Act {
-    /// What `req` does to a node: the act its rule decides.
-    fn of(req: &AdmissionRequest) -> Self {
-        match req.resource.resource.as_str() {
-            "nodes" => Self::Delete,
-            "instancemanagers" => Self::InstanceManager,
-            "poddisruptionbudgets" => Self::Budget,
-            _ => Self::Drain,
-        }
+    const ALL: [Self; 4] = [Self::Drain, Self::Delete, Self::InstanceManager, Self::Budget];
+
+    /// The act whose rule is `rule` ([`Act::rule`]): a decision names the act that decided it,
+    /// so a later step (the confirmation) never dispatches on the request again.
+    fn of_rule(rule: &str) -> Self {
+        Self::ALL.into_iter().find(|a| a.rule() == rule).unwrap_or(Self::Drain)
     }
 
     fn phrase(self, node: &str) -> String {
@@ -350,15 +348,34 @@ pub fn node_update(
     d
 }
 
-/// The denial for `req` (an eviction, or a deletion of a node, an instance-manager pod, an
-/// InstanceManager or one of Longhorn's budgets) whose allow on `node` could not be confirmed
-/// with fresh data.
-pub fn unconfirmed(req: &AdmissionRequest, node: &str, why: &str, policy: &Policy) -> Decision {
-    let act = Act::of(req);
+/// The denial for a request whose allow on `node` by `rule` (the deciding rule: `drain` for an
+/// eviction or an instance-manager pod's deletion, `node-delete`, `instance-manager-delete`,
+/// `budget-delete`) could not be confirmed with fresh data.
+pub fn unconfirmed(rule: &str, node: &str, why: &str, policy: &Policy) -> Decision {
+    let act = Act::of_rule(rule);
     let action = act.phrase(node);
     let mut d =
         deny(policy, format!("longhorn-guard: could not confirm that {action} is safe ({why}); retry later"))
             .rule(act.rule());
     d.details.node = Some(node.to_string());
     d
+}
+
+#[cfg(test)]
+mod act_tests {
+    use super::*;
+
+    #[test]
+    fn an_unconfirmed_denial_names_the_act_of_the_rule_that_asked() {
+        for act in Act::ALL {
+            assert_eq!(Act::of_rule(act.rule()), act);
+            let d = unconfirmed(act.rule(), "node-3", "why", &Policy::default());
+            let message = &d.status.as_ref().unwrap().message;
+            assert!(
+                message.contains(&format!("could not confirm that {} is safe (why)", act.phrase("node-3"))),
+                "{message}"
+            );
+            assert_eq!(d.rule, act.rule());
+        }
+    }
 }
