@@ -9,7 +9,7 @@ STATE      ?= demo/cluster-snapshot.yaml
 POLICY     ?=
 POLICY_ARG := $(if $(POLICY),--policy $(POLICY),)
 
-.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy replicas-policy bench bench-https scale fuzz clean chart-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn e2e-longhorn-multus
+.PHONY: help build test fmt lint clippy run certs manifests e2e e2e-faults lint-example gate-policy replicas-policy bench bench-https scale fuzz clean chart-test harness-test e2e-helm static image image-oci e2e-cluster longhorn-bin e2e-longhorn e2e-longhorn-multus
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -25,6 +25,7 @@ test: ## Every check CI runs: fmt, clippy -D warnings, all tests
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 	$(MAKE) --no-print-directory chart-test
+	$(MAKE) --no-print-directory harness-test
 	$(CARGO) test --locked -- --test-threads=$(TEST_THREADS)
 
 fmt: ## Format the code
@@ -119,6 +120,11 @@ $(CHART_VENV)/.installed: tests/chart/requirements.txt
 # Install, upgrade, uninstall for real with the SDK (e2e/cluster-helm.sh; e2e/TESTING.md).
 e2e-helm: $(CHART_VENV)/.installed ## Helm install/upgrade/uninstall against the cluster KUBECONFIG names, with GUARD_IMAGE
 	e2e/cluster-helm.sh "$(KUBECONFIG)" "$(GUARD_IMAGE)"
+
+# The harnesses' own logic that needs no cluster: window.py's data check, sampler and figures on
+# real snapshots (the write through Longhorn's engine only where its binary is: WINDOW_LONGHORN).
+harness-test: ## Unit tests of the e2e harnesses' Python (part of make test)
+	$(PYTHON) -m unittest discover -s e2e/longhorn -p '*_test.py'
 
 chart-test: $(CHART_VENV)/.installed ## Render and lint the Helm chart, compare it with kustomize (part of make test)
 	PYTHONDONTWRITEBYTECODE=1 $(CHART_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/chart
