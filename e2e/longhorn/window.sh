@@ -22,10 +22,12 @@
 #    are attached again.
 # 2. The drainer, per node and pass: cordon; `kubectl drain --timeout=0s` (the eviction API,
 #    retried on 429 for as long as it takes, as kured and kubectl drain do) with every line it
-#    prints kept; a volume the guard names with "move its workload off NODE first" has its
-#    attachment ticket moved to another node (detach, then attach there: no CSI here, so this
-#    is the rescheduled pod); without the guard, a refusal by Longhorn's budget moves every
-#    ticket on the node, and a ticket still on it once drained is moved then; a hard reboot
+#    prints kept; a volume the guard names with "move its workload off NODE first", or with
+#    "detach it in Longhorn; if a pod does use it, move that pod off NODE first" (no pod uses
+#    it: the tickets here are Longhorn API ones, as the UI's), has its attachment ticket moved
+#    to another node (detach, then attach there: no CSI here, so this is the rescheduled pod);
+#    without the guard, a refusal by Longhorn's budget moves every ticket on the node, and a
+#    ticket still on it once drained is moved then; a hard reboot
 #    (node_down: kubelet, every container, containerd, whatever is left in the node's cgroups;
 #    no detach first), E2E_WINDOW_DOWN_S down, node_start; Ready with a heartbeat after the
 #    start; uncordon.
@@ -179,13 +181,14 @@ win_drain() {
 			evicted=$((evicted + e))
 			last=$SECONDS
 		fi
-		# The volumes the guard names (read on fd 3: nothing in the loop reads the list).
+		# The volumes the guard asks to move or detach (read on fd 3: nothing in the loop reads
+		# the list); "move that pod" ends the remedy for a volume Longhorn lists no pod for.
 		while read -r v <&3; do
 			if [ -n "$v" ] && [ "$(win_ticket "$v")" = "$x" ]; then
 				win_move "$v" "$x" "the guard's 429"
 				last=$SECONDS
 			fi
-		done 3< <(sed -nE "s/^- ([^: ]+): .*move its workload( \\(PVC [^)]*\\))? off $x first.*/\\1/p" <<<"$new" | sort -u)
+		done 3< <(sed -nE "s/^- ([^: ]+): .*(move its workload( \\(PVC [^)]*\\))?|move that pod) off $x first.*/\\1/p" <<<"$new" | sort -u)
 		if [ "$WINDOW_GUARD" = 0 ] && grep -q 'disruption budget' <<<"$new"; then
 			for v in $(win_tickets_on "$x"); do
 				win_move "$v" "$x" "Longhorn's budget refused"
