@@ -381,22 +381,53 @@ def report(samples, events):
     return lines, len(faulted)
 
 
+def cause(reason, node):
+    """What a refusal of NODE's drain waited on, from the guard's reason for one volume."""
+    if f"attached to {node}" in reason:
+        return "workload"
+    if "instance manager" in reason:
+        return "instance manager starting"
+    if "rebuil" in reason or "failed " in reason:
+        return "rebuild"
+    return "other"
+
+
 def plan(plan_json, events):
-    """Each node's predicted waits (the plan) beside the volumes its drains met, per pass."""
+    """Each node's predicted waits (the table's and the rolling window's, check drain --all)
+    beside what its first drain met: each volume with the causes of its refusals (its
+    workload, a rebuild, an instance manager starting) and whether the drainer had moved its
+    workload onto the node before that drain."""
     with open(plan_json, encoding="utf-8") as f:
         p = json.load(f)
-    met = {}
+    first_cordon, moved_here, met = {}, {}, {}
     for line in read_lines(events):
         e = line.split(" ", 2)
-        if len(e) == 3 and e[1] == "refused":
-            node, _, what = e[2].partition(" ")
-            met.setdefault(node, set()).add(what.split(":", 1)[0].lstrip("- "))
+        if len(e) != 3:
+            continue
+        kind, rest = e[1], e[2]
+        if kind == "cordon":
+            first_cordon.setdefault(rest, True)
+        elif kind == "move":
+            f = rest.split(" ")
+            if len(f) >= 3 and f[2] not in first_cordon:
+                moved_here.setdefault(f[2], set()).add(f[0])
+        elif kind == "refused":
+            node, _, what = rest.partition(" ")
+            vol, _, reason = what.lstrip("- ").partition(":")
+            met.setdefault(node, {}).setdefault(vol, set()).add(cause(reason, node))
+    rolling = {w.get("node"): (w.get("rebuilds") or [], w.get("rebuildsFromSecondRound") or [])
+               for w in p.get("rolling") or []}
     lines = [f"plan batch: {' '.join(p.get('batch') or []) or '-'}"]
     for n in p.get("nodes") or []:
         node = n.get("node", "?")
         waits = sorted({w[0] for w in n.get("waitsFor") or [] if w})
-        lines.append(f"{node}: plan {'drainable now' if n.get('drainableNow') else 'waits for ' + ' '.join(waits)}; "
-                     f"met: {' '.join(sorted(met.get(node, ()))) or 'no refusal'}")
+        first, later = rolling.get(node, ([], []))
+        seen = met.get(node, {})
+        got = [f"{v} ({', '.join(sorted(seen[v]))}{'; moved here' if v in moved_here.get(node, ()) else ''})"
+               for v in sorted(seen)]
+        lines.append(f"{node}: plan {'drainable now' if n.get('drainableNow') else 'waits for ' + ' '.join(waits)}"
+                     f"; rolling: {' '.join(first) or '-'}{' (later rounds: ' + ' '.join(later) + ')' if later else ''}"
+                     f"; met: {' '.join(got) or 'no refusal'}")
     return lines
 
 

@@ -280,9 +280,9 @@ win_verify() {
 	WIN_DATA_OK=$ok
 }
 
-# win_reasons: each distinct refusal kubectl printed in the window (progress figures folded).
+# win_reasons: each distinct refusal kubectl printed in the window (progress and ages folded).
 win_reasons() {
-	sed -nE 's/^[0-9.]+ refused[-p0-9]* (node-[0-9]+) (.*)/\1 \2/p' "$WDIR/events" | sed -E 's/[0-9]+%/N%/g' |
+	sed -nE 's/^[0-9.]+ refused[-p0-9]* (node-[0-9]+) (.*)/\1 \2/p' "$WDIR/events" | sed -E 's/[0-9]+%/N%/g; s/[0-9]+s ago/Ns ago/g' |
 		sort | uniq -c | sort -rn | cut -c1-300
 	matching -h -c 'disruption budget' "$WDIR"/drain-*.log | awk '{s += $1} END {if (s) print "      " s " refusals by a disruption budget (no guard reason)"}'
 }
@@ -309,6 +309,7 @@ win_one() {
 	run "$GUARD_BIN" check drain --all
 	printf '%s\n' "$OUT" >"$WDIR/plan.txt"
 	value "$GUARD_BIN" check drain --all --output json >"$WDIR/plan.json"
+	lh_snapshot "window-$policy-guard$WINDOW_GUARD-before" && cp "$DIR/snapshots/window-$policy-guard$WINDOW_GUARD-before.json" "$WDIR/" 2>/dev/null
 	[ "$WINDOW_GUARD" = 1 ] || win_guard_off
 	python3 "$WINDOW_PY" sample "$WDIR/samples" "$WDIR/stop" "$KUBECTL" --request-timeout=8s 2>>"$WDIR/sampler.log" &
 	sampler=$!
@@ -326,6 +327,11 @@ win_one() {
 				continue
 			fi
 			win_reboot "$x"
+			# The state a rolling window's next drain meets: node-2 just back, its replicas rebuilding.
+			if [ "$p$i" = 12 ]; then
+				lh_snapshot "window-$policy-guard$WINDOW_GUARD-p1-node-2-rebooted" &&
+					cp "$DIR/snapshots/window-$policy-guard$WINDOW_GUARD-p1-node-2-rebooted.json" "$WDIR/" 2>/dev/null
+			fi
 		done
 	done
 	win_ev window-end

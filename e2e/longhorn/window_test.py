@@ -126,7 +126,10 @@ class Figures(unittest.TestCase):
                         "15 v attached healthy 2/2 -\n16 w attached faulted 0/2 -\n17 w attached faulted 0/2 -\n")
             with open(e, "w", encoding="utf-8") as f:
                 f.write("10 window-start\n10 cordon node-1\n14 refused node-1 - v: attached to node-1\n"
-                        "16 drained node-1\n17 cordon node-2\n30 stuck node-2\n40 window-end\n")
+                        "15 move v node-1 node-2 the guard's 429\n16 drained node-1\n17 cordon node-2\n"
+                        "18 refused node-2 - v: last healthy replica is on node-2; its replica on node-1 failed 2s ago\n"
+                        "19 refused node-2 - w: its replica on node-1 has no running instance manager (state error)\n"
+                        "30 stuck node-2\n40 window-end\n")
             lines, faulted = window.report(s, e)
             self.assertEqual(faulted, 1)
             self.assertIn("window: 30 s", lines)
@@ -136,10 +139,12 @@ class Figures(unittest.TestCase):
             self.assertIn("w: degraded 0 s in 0 spans; no healthy replica 2 s in 1 spans; rebuilds 0: -", lines)
             with open(os.path.join(t, "p"), "w", encoding="utf-8") as f:
                 json.dump({"nodes": [{"node": "node-1", "drainableNow": False, "waitsFor": [["v", "attached"]]},
-                                     {"node": "node-2", "drainableNow": True, "waitsFor": []}], "batch": ["node-2"]}, f)
+                                     {"node": "node-2", "drainableNow": True, "waitsFor": []}], "batch": ["node-2"],
+                           "rolling": [{"node": "node-2", "rebuilds": ["v"], "rebuildsFromSecondRound": []}]}, f)
             self.assertEqual(window.plan(os.path.join(t, "p"), e),
-                             ["plan batch: node-2", "node-1: plan waits for v; met: v",
-                              "node-2: plan drainable now; met: no refusal"])
+                             ["plan batch: node-2", "node-1: plan waits for v; rolling: -; met: v (workload)",
+                              "node-2: plan drainable now; rolling: v; met: v (rebuild; moved here) "
+                              "w (instance manager starting)"])
 
 
 if __name__ == "__main__":

@@ -73,7 +73,17 @@ fn two_nodes_go_together_when_a_third_keeps_a_healthy_replica() {
         lines[4],
         "2 of 3 nodes can be drained now, one at a time; together (greedy batch, in name order): node-1, node-3"
     );
-    assert_eq!(lines.len(), 5);
+    // vol-healthy's three copies: each node's drain waits for the rebuilds of the two reboots
+    // before it, which precede node-1 and node-2 only from the second round on.
+    assert_eq!(
+        lines[5..],
+        [
+            "in a rolling window (one node at a time in name order, each rebooted), each drain may also wait for the rebuilds that the reboots just before it start:",
+            "  node-1: from the second round on, vol-healthy",
+            "  node-2: from the second round on, vol-healthy",
+            "  node-3: vol-healthy",
+        ]
+    );
 }
 
 #[test]
@@ -94,6 +104,12 @@ fn two_nodes_that_drain_alone_do_not_go_together_when_they_hold_the_last_two_hea
     assert_eq!(v["nodes"][2]["strandsWithBatch"], json!(["vol-healthy"]));
     assert_eq!(v["nodes"][1]["drainableNow"], false);
     assert_eq!(v["nodes"][1]["waitsFor"][0][0], "vol-healthy");
+    // node-2's copy is ERR in the engine: the copies on node-1 and node-3 follow each other
+    // only across the end of the order.
+    assert_eq!(
+        v["rolling"],
+        json!([{"node": "node-1", "rebuilds": [], "rebuildsFromSecondRound": ["vol-healthy"]}])
+    );
 }
 
 /// A cluster of 3 or 4 nodes and up to 6 attached volumes: each volume's engine node, and for
@@ -193,8 +209,64 @@ fn cluster(nodes: usize, volumes: &[(usize, Vec<Option<bool>>)]) -> Vec<Value> {
     items
 }
 
+/// `items` with `volume`'s replicas on `nodes` failed: `failedAt` set and `ERR` in its engine.
+fn fail_replicas(items: &[Value], volume: &str, nodes: &BTreeSet<String>) -> Vec<Value> {
+    let mut items = items.to_vec();
+    let failed: Vec<String> = items
+        .iter()
+        .filter(|o| o["kind"] == "Replica" && o["spec"]["volumeName"] == volume)
+        .filter(|o| nodes.contains(o["spec"]["nodeID"].as_str().unwrap_or("")))
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or("").to_string())
+        .collect();
+    for o in &mut items {
+        let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+        if o["kind"] == "Replica" && failed.contains(&name) {
+            o["spec"]["failedAt"] = json!("2026-12-07T13:55:00Z");
+        }
+        if o["kind"] == "Engine" && o["spec"]["volumeName"] == volume {
+            for r in &failed {
+                o["status"]["replicaModeMap"][r] = json!("ERR");
+            }
+        }
+    }
+    items
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The rolling window's first-round waits are exactly the webhook's refusals once each
+    /// node's predecessors are rebooted: for every node and every volume not already holding
+    /// it up, failing the volume's copies on the nodes just before it (one fewer than its
+    /// healthy copies, as their reboots leave them) makes the node's own analysis block on the
+    /// volume if and only if the plan lists it for that node.
+    #[test]
+    fn the_rolling_waits_are_the_refusals_after_the_reboots_just_before(
+        nodes in 3usize..=4,
+        volumes in prop::collection::vec((0usize..4, prop::collection::vec(prop::option::weighted(0.7, prop::bool::weighted(0.8)), 4)), 1..=6),
+    ) {
+        let items = cluster(nodes, &volumes);
+        let view = snapshot_view(&items);
+        let policy = Policy::default();
+        let now = SystemTime::now();
+        let p = plan(&view, &policy, now);
+        let order: Vec<String> = p.nodes.iter().map(|n| n.node.clone()).collect();
+        for (i, node) in order.iter().enumerate() {
+            let already: Vec<String> = analyze_node(&view, node, &policy, now).blocking().map(|b| b.volume.clone()).collect();
+            let listed: Vec<&String> = p.rolling.iter().filter(|w| &w.node == node).flat_map(|w| &w.rebuilds).collect();
+            for (v, (_, copies)) in volumes.iter().enumerate() {
+                let v = format!("vol-{v}");
+                let healthy = copies.iter().take(nodes).filter(|c| **c == Some(true)).count();
+                if already.contains(&v) || healthy < 2 || i + 1 < healthy {
+                    continue;
+                }
+                let before: BTreeSet<String> = order[i + 1 - healthy..i].iter().cloned().collect();
+                let failed = snapshot_view(&fail_replicas(&items, &v, &before));
+                let blocks = analyze_node(&failed, node, &policy, now).blocking().any(|b| b.volume == v);
+                prop_assert_eq!(blocks, listed.contains(&&v), "{} on {} after {:?} failed", v, node, before);
+            }
+        }
+    }
 
     /// Every batch member drains alone, and every volume a member holds data of keeps a
     /// replica the member's own analysis counts as protecting on a node outside the batch.
