@@ -343,8 +343,8 @@ for (m, e), n in groups.most_common(12):
 	echo "TOTAL refused=$(sed '/^$/d' <<<"$all" | wc -l) guard=$guard"
 }
 # up_warning_events: Warning events since UP_SINCE in every namespace, grouped by reason and
-# message; then "TOTAL events=N guard=N read=0|1" (guard: those naming longhorn-guard; read: the
-# list was answered).
+# message; then "TOTAL events=N guard=N read=0|1" (guard: those naming longhorn-guard about an
+# object outside its own namespace; read: the list was answered).
 up_warning_events() {
 	value k get events -A --field-selector type=Warning -o json | python3 -c '
 import collections, json, sys
@@ -352,18 +352,20 @@ try:
     items, read = json.load(sys.stdin)["items"], 1
 except (ValueError, KeyError):
     items, read = [], 0
-since, groups, guard = sys.argv[1], collections.Counter(), 0
+since, guard_ns, groups, guard = sys.argv[1], sys.argv[2], collections.Counter(), 0
 for e in items:
     t = e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
     if t[:19] < since[:19]:
         continue
     msg = (e.get("message") or "").replace("\n", " ")
-    guard += "longhorn-guard" in msg
     o = e.get("involvedObject") or {}
+    # Events about the pods of the guard name them (the harness has no cluster DNS: every pod
+    # gets MissingClusterDNS); only an event about another object naming the guard is a refusal.
+    guard += "longhorn-guard" in msg and o.get("namespace") != guard_ns
     groups[(o.get("namespace") or "-", o.get("kind"), e.get("reason"), msg[:200])] += e.get("count") or 1
 for (ns, kind, reason, msg), n in groups.most_common(15):
     print("%5d %s %s %s: %s" % (n, ns, kind, reason, msg))
-print("TOTAL events=%d guard=%d read=%d" % (sum(groups.values()), guard, read))' "$UP_SINCE"
+print("TOTAL events=%d guard=%d read=%d" % (sum(groups.values()), guard, read))' "$UP_SINCE" "$GUARD_NS"
 }
 
 # up_samples_report: per volume from $UP_LOGS/samples: samples, seconds degraded, faulted
