@@ -200,10 +200,14 @@ up_no_gate() { ! has_gate "$1"; }
 up_engine_upgraded() {
 	[ "$(jp volumes.longhorn.io "$1" '{.status.currentImage}')" = "$LH_UP_ENGINE_IMAGE" ] && vol_is "$1" attached/healthy
 }
-# up_set_image VOLUME: spec.image set to the new engine image; a refusal's text is kept.
+# up_set_image VOLUME: spec.image set to the new engine image; a refusal's text is kept in
+# our-refused, the warnings the write got (kubectl's "Warning: " lines) in our-warnings.
 up_set_image() {
-	lhk patch volumes.longhorn.io "$1" --type merge -p "{\"spec\":{\"image\":\"$LH_UP_ENGINE_IMAGE\"}}" \
-		>/dev/null 2>>"$UP_LOGS/our-refused"
+	local rc=0 err
+	err=$(lhk patch volumes.longhorn.io "$1" --type merge -p "{\"spec\":{\"image\":\"$LH_UP_ENGINE_IMAGE\"}}" 2>&1 >/dev/null) || rc=$?
+	matching '^Warning: ' <<<"$err" >>"$UP_LOGS/our-warnings"
+	[ "$rc" = 0 ] || matching -v '^Warning: ' <<<"$err" >>"$UP_LOGS/our-refused"
+	return "$rc"
 }
 
 up_preupgrade_done() {
@@ -552,6 +556,7 @@ check_upgrade() {
 	total=$(printf '%s\n' "$out" | tail -n 1)
 	figure "u7. Warning events during the upgrade: ${total#TOTAL }"
 	check "u7: no Warning event names longhorn-guard ($(up_total guard "$total"))" up_clean guard "$total" read 1
+	[ ! -s "$UP_LOGS/our-warnings" ] || sed 's/^/    warned to us: /' "$UP_LOGS/our-warnings" | sort | uniq -c | sed -n 1,6p
 	ok=$(matching -c . "$UP_LOGS/our-refused" 2>/dev/null)
 	[ "${ok:-0}" = 0 ] || sed 's/^/    refused to us: /' "$UP_LOGS/our-refused" | sort | uniq -c | sed -n 1,6p
 	figure "u7. our own writes refused (by Longhorn's webhook while it restarted, or otherwise): ${ok:-0}"
