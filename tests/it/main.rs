@@ -54,6 +54,7 @@ mod server_watch;
 mod streaming_lists;
 mod synthetic;
 mod unscheduled_pod;
+mod upgrade_mixed;
 mod upstream;
 mod v2_server;
 mod watch_faults;
