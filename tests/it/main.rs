@@ -60,3 +60,4 @@ mod v2_server;
 mod watch_faults;
 mod watch_readiness;
 mod why_not;
+mod window_snapshots;
