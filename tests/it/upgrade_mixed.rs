@@ -7,15 +7,12 @@ use crate::support;
 
 use support::check_drain as check;
 
-const MIXED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/upgrade-v1.11.3-v1.12.1/mixed.json");
-
 /// The row of `volume` in a `check drain` table, its cells joined by single spaces.
 fn row(out: &str, volume: &str) -> String {
-    out.lines()
-        .find(|l| l.split_whitespace().next() == Some(volume))
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
+    support::longhorn::row(out, volume).unwrap_or_default()
 }
+
+const MIXED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/upgrade-v1.11.3-v1.12.1/mixed.json");
 
 #[test]
 fn the_engine_in_the_old_instance_manager_blocks_its_node_and_nothing_else() {

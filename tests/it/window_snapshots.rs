@@ -7,17 +7,14 @@ use crate::support;
 
 use support::check_drain as check;
 
+/// The row of `volume` in a `check drain` table, its cells joined by single spaces.
+fn row(out: &str, volume: &str) -> String {
+    support::longhorn::row(out, volume).unwrap_or_default()
+}
+
 const BEFORE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/longhorn-v1.12.1/window-before.json");
 const REBOOTED: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/longhorn-v1.12.1/window-node-2-rebooted.json");
-
-/// The row of `volume` in a `check drain` table, its cells joined by single spaces.
-fn row(out: &str, volume: &str) -> String {
-    out.lines()
-        .find(|l| l.split_whitespace().next() == Some(volume))
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
 
 /// Four attached volumes, one engine a node, copies where Longhorn put them: each node's
 /// rolling rebuilds are the attached volumes whose other copies sit on the nodes just before.
