@@ -25,6 +25,21 @@ fn the_engine_in_the_old_instance_manager_blocks_its_node_and_nothing_else() {
         "{out}"
     );
     assert!(out.contains("node-2: a drain would BLOCK on 1 of 4 volumes"), "{out}");
+    // Both budgets of node-2 are needed (Longhorn's check is per node), but only the old
+    // instance manager's pod runs the engine: only its bypass costs vol-u3a's engine.
+    let bypasses: Vec<&str> = out.lines().map(str::trim).filter(|l| l.starts_with("bypass:")).collect();
+    assert_eq!(
+        bypasses,
+        ["bypass: deleting it, or its instance-manager pod as kubectl drain --disable-eviction does, stops the engine of 1 attached volume under its workload (vol-u3a)"],
+        "{out}"
+    );
+    let old_im = out
+        .find("instance-manager-a22ec0329b835a89738d82c4ca88b973: Longhorn's budget")
+        .unwrap_or(usize::MAX);
+    let new_im =
+        out.find("instance-manager-c63447fc609f193197f88c537be10329: Longhorn's budget").unwrap_or(0);
+    let bypass_at = out.find("bypass:").unwrap_or(usize::MAX);
+    assert!(old_im < bypass_at && bypass_at < new_im, "the bypass is the old instance manager's: {out}");
 
     // node-3's old instance manager holds a replica of vol-u3a, and node-2's copy protects it.
     let (code, out, err) = check(&["node-3", "--state", MIXED]);

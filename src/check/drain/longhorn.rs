@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::cluster::ClusterView;
+use crate::cluster::{ClusterView, InstanceManager};
 use crate::policy::drain::{self, budget_verdict, NodeAnalysis, VolumeReport};
 
 use super::budgets::Budget;
@@ -28,21 +28,38 @@ pub fn node_of<'a>(view: &'a ClusterView, b: &'a Budget) -> Option<&'a str> {
 /// instance in it, in name order: what its budget is needed for.
 fn needed_by<'a>(
     view: &ClusterView,
-    im: &crate::cluster::InstanceManager,
+    im: &InstanceManager,
     analysis: &'a NodeAnalysis,
 ) -> impl Iterator<Item = &'a VolumeReport> {
     let volumes = drain::budget_volumes(view, im);
     analysis.blocking().filter(move |v| volumes.contains(&v.volume))
 }
 
+/// The volumes whose engine (or engine frontend) runs in `im`, by its status or the Engine's:
+/// the engines that deleting its pod stops.
+fn engines_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
+    let name = im.metadata.name.as_deref().unwrap_or_default();
+    let listed = im.status.engines().chain(im.status.instance_engine_frontends.keys());
+    let listed = listed
+        .filter_map(|e| view.engine(e).and_then(|e| e.volume()).or_else(|| drain::volume_of_engine_name(e)));
+    let by_engine = view
+        .engines_on_node(&im.spec.node_id)
+        .filter(|e| e.status.instance_manager_name.as_str() == name)
+        .filter_map(|e| e.volume());
+    listed.chain(by_engine).map(str::to_string).collect()
+}
+
 /// What deleting a needed budget, or its instance-manager pod, would cost: its volumes by
-/// whether the node holds their last healthy copy or only runs their engine. `None` for a
-/// budget with no instance manager, or needed for no volume (only for entries no known volume
-/// owns).
+/// whether the node holds their last healthy copy or only runs their engine, an engine only
+/// when it runs in that instance manager (during a Longhorn upgrade a node has two, and the
+/// new one's pod stops no engine the old one runs). `None` for a budget with no instance
+/// manager, or with no such cost (only for entries no known volume owns, or engines elsewhere).
 pub fn bypass(view: &ClusterView, b: &Budget, analysis: &NodeAnalysis) -> Option<Bypass> {
     let im = view.instance_manager(&b.name)?;
     let (last, engine): (Vec<&VolumeReport>, Vec<&VolumeReport>) =
         needed_by(view, im, analysis).partition(|v| v.reason.holds_last_copy());
+    let running = engines_in(view, im);
+    let engine: Vec<&VolumeReport> = engine.into_iter().filter(|v| running.contains(&v.volume)).collect();
     let names = |vs: Vec<&VolumeReport>| vs.into_iter().map(|v| v.volume.clone()).collect::<Vec<_>>();
     let cost = Bypass { last_copy: names(last), engine_stops: names(engine) };
     (!cost.last_copy.is_empty() || !cost.engine_stops.is_empty()).then_some(cost)
