@@ -19,9 +19,9 @@ mod sites;
 use std::time::SystemTime;
 
 pub use analysis::{
-    analyze_node, analyze_node_with, analyze_volumes, carries_data, format_time, override_reason,
-    stalled_rebuilds, volumes_on_node, Explained, Holds, NodeAnalysis, Reason, ReplicaReport, Rest,
-    StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
+    analyze_node, analyze_node_with, analyze_volumes, carries_data, format_time, is_available_healthy,
+    override_reason, stalled_rebuilds, volumes_on_node, Explained, Holds, NodeAnalysis, Reason,
+    ReplicaReport, Rest, StalledRebuild, Verdict, VolumeReport, WhyNot, ALLOW_DRAIN_ANNOTATION,
 };
 pub use blockers::Blockers;
 pub use budget::{

@@ -39,8 +39,9 @@ fn needed_by<'a>(
 /// the engines that deleting its pod stops.
 fn engines_in(view: &ClusterView, im: &InstanceManager) -> BTreeSet<String> {
     let name = im.metadata.name.as_deref().unwrap_or_default();
-    let listed = im.status.engines().chain(im.status.instance_engine_frontends.keys());
+    let listed = drain::engines_reported_by([im]);
     let listed = listed
+        .iter()
         .filter_map(|e| view.engine(e).and_then(|e| e.volume()).or_else(|| drain::volume_of_engine_name(e)));
     let by_engine = view
         .engines_on_node(&im.spec.node_id)

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::cluster::{ClusterView, Node, Object, Replica};
-use crate::policy::drain::{analyze_node, analyze_volumes, volumes_on_node};
+use crate::policy::drain::{analyze_node, analyze_volumes, is_available_healthy, volumes_on_node};
 use crate::policy::Policy;
 
 /// One node's place in the plan.
@@ -102,8 +102,8 @@ pub fn plan(view: &ClusterView, policy: &Policy, now: SystemTime) -> Plan {
     Plan { nodes, batch, rolling }
 }
 
-/// A replica that counts as a healthy copy now: healthy, not failed, not being deleted, and
-/// not `ERR` in its engine's mode map.
+/// A replica that counts as a healthy copy now: available and healthy as the drain analysis
+/// reads it, and not `ERR` in its engine's mode map.
 fn healthy_copy(view: &ClusterView, r: &Replica) -> bool {
     let erred = || {
         let volume = r.volume().unwrap_or_default();
@@ -112,7 +112,7 @@ fn healthy_copy(view: &ClusterView, r: &Replica) -> bool {
             .and_then(|e| e.status.replica_mode_map.get(name))
             .is_some_and(|m| m.as_str() == "ERR")
     };
-    !r.spec.healthy_at.is_empty() && r.spec.failed_at.is_empty() && !r.is_deleting() && !erred()
+    is_available_healthy(r) && !erred()
 }
 
 /// What a rolling window over `order` adds to each drain. A hard reboot fails the replicas of
@@ -179,8 +179,7 @@ pub fn table(p: &Plan) -> String {
     let mut rows: Vec<[String; 4]> = vec![["NODE".into(), "NOW".into(), "BATCH".into(), "WAITS FOR".into()]];
     for n in &p.nodes {
         let waits = if !n.waits_for.is_empty() {
-            let shown: Vec<String> = n.waits_for.iter().map(|(v, r)| format!("{v}: {r}")).collect();
-            capped(&shown, "; ")
+            capped(&n.waits_for, "; ", |(v, r)| format!("{v}: {r}"))
         } else if !n.strands_with_batch.is_empty() {
             format!("the batch: drained with it, it would strand {}", n.strands_with_batch.join(", "))
         } else {
@@ -208,13 +207,13 @@ pub fn table(p: &Plan) -> String {
         for w in &p.rolling {
             let mut line = format!("  {}: ", w.node);
             if !w.rebuilds.is_empty() {
-                line.push_str(&capped(&w.rebuilds, ", "));
+                line.push_str(&capped(&w.rebuilds, ", ", String::clone));
             }
             if !w.rebuilds_from_second_round.is_empty() {
                 let sep = if w.rebuilds.is_empty() { "" } else { "; " };
                 line.push_str(&format!(
                     "{sep}from the second round on, {}",
-                    capped(&w.rebuilds_from_second_round, ", ")
+                    capped(&w.rebuilds_from_second_round, ", ", String::clone)
                 ));
             }
             out.push_str(&line);
@@ -224,9 +223,10 @@ pub fn table(p: &Plan) -> String {
     out
 }
 
-/// At most [`SHOWN`] items joined by `sep`, and how many more the JSON output lists.
-fn capped(items: &[String], sep: &str) -> String {
-    let mut s = items.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(sep);
+/// At most [`SHOWN`] items, each shown by `show` (only those), joined by `sep`, and how many
+/// more the JSON output lists.
+fn capped<T>(items: &[T], sep: &str, show: impl Fn(&T) -> String) -> String {
+    let mut s = items.iter().take(SHOWN).map(show).collect::<Vec<_>>().join(sep);
     if items.len() > SHOWN {
         s.push_str(&format!(" (+{} more; --output json lists all)", items.len() - SHOWN));
     }

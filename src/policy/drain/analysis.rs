@@ -18,7 +18,7 @@ mod report;
 mod volume;
 mod wording;
 
-pub use facts::carries_data;
+pub use facts::{carries_data, is_available_healthy};
 pub use finding::{Attachment, Clause, Holds, Lead, Override, Reason, Remedy, Rest};
 pub use rebuild::{format_time, stalled_rebuilds};
 pub use report::{Explained, NodeAnalysis, ReplicaReport, StalledRebuild, Verdict, VolumeReport, WhyNot};

@@ -20,7 +20,7 @@ pub fn carries_data(r: &Replica) -> bool {
         && r.spec.last_failed_at.is_empty())
 }
 
-pub(super) fn is_available_healthy(r: &Replica) -> bool {
+pub fn is_available_healthy(r: &Replica) -> bool {
     !r.spec.healthy_at.is_empty() && r.spec.failed_at.is_empty() && !r.is_deleting()
 }
 
