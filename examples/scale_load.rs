@@ -5,7 +5,7 @@
 //! cargo run --example scale_load -- load --nodes 10 --volumes 1000 [--concurrency 32]
 //! cargo run --example scale_load -- heartbeat [--interval 1s] [--kinds volumes,engines]   # until SIGTERM/Ctrl-C
 //! cargo run --example scale_load -- delete [--concurrency 32]
-//! cargo run --example scale_load -- lists
+//! cargo run --example scale_load -- lists [--mode paged|unpaged|streaming]
 //! ```
 //!
 //! `load` creates every object of [`Synthetic`] (status stripped), then writes its status
@@ -13,9 +13,11 @@
 //! first). `heartbeat` patches an annotation on one synthetic object of every kind (or of the
 //! `--kinds` given) each interval, so those watches of the guard see events and stay current. `delete`
 //! removes every object labelled `longhorn-guard-scale=true` (pods with grace period 0).
-//! `lists` times LISTs of every kind the guard watches, paged as its watches page them, each
-//! body read and dropped (no decoding beyond the continue token): each kind alone, then all
-//! at once; it prints one JSON line (`longest_ms`, `longest`, `all_ms`, `bytes`).
+//! `lists` times LISTs of every kind the guard watches, paged as its watches page them (or
+//! `--mode unpaged`: one plain LIST a kind; `--mode streaming`: a watch with
+//! `sendInitialEvents` read to its end marker), each body read and dropped (no decoding beyond
+//! the continue token): each kind alone, then all at once; it prints one JSON line (`mode`,
+//! `longest_ms`, `longest`, `all_ms`, `bytes`).
 //! Exit status: 0 done, 1 an API call failed (the first error on stderr), 2 bad arguments.
 
 use std::process::ExitCode;
@@ -61,8 +63,13 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         kinds: Vec<String>,
     },
-    /// Time paged LISTs of every kind the guard watches (each alone, then all at once).
-    Lists,
+    /// Time LISTs of every kind the guard watches (each alone, then all at once).
+    Lists {
+        /// `paged` (as the guard's fallback pages them), `unpaged` (one plain LIST a kind) or
+        /// `streaming` (a watch with `sendInitialEvents`, read to its end marker).
+        #[arg(long, default_value = "paged", value_parser = ["paged", "unpaged", "streaming"])]
+        mode: String,
+    },
     /// Delete every synthetic object.
     Delete {
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=512))]
@@ -204,16 +211,23 @@ async fn delete(client: Client, concurrency: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads every page of `r`'s kind as the guard's watch pages it: (bytes read, wall time).
-async fn list_kind(client: &Client, r: &Resource) -> Result<(usize, Duration), Error> {
+/// Reads every page of `r`'s kind as the guard's watch pages it (or as `mode` says): (bytes
+/// read, wall time).
+async fn list_kind(client: &Client, r: &Resource, mode: &str) -> Result<(usize, Duration), Error> {
     #[derive(serde::Deserialize)]
     struct Page {
         metadata: kube::core::ListMeta,
     }
     let started = Instant::now();
+    if mode == "streaming" {
+        return stream_kind(client, r).await.map(|bytes| (bytes, started.elapsed()));
+    }
     let (mut bytes, mut token) = (0, None::<String>);
     loop {
-        let mut lp = ListParams::default().limit(r.kind.page_size());
+        let mut lp = ListParams::default();
+        if mode == "paged" {
+            lp = lp.limit(r.kind.page_size());
+        }
         lp.continue_token = token.take();
         let req =
             kube::core::Request::new(r.list_path()).list(&lp).map_err(|e| format!("{}: {e}", r.display))?;
@@ -234,23 +248,54 @@ async fn list_kind(client: &Client, r: &Resource) -> Result<(usize, Duration), E
     }
 }
 
-async fn lists(client: Client) -> Result<(), Error> {
+/// Reads `r`'s kind as a streaming list (a watch with `sendInitialEvents`) up to the BOOKMARK
+/// that ends its initial events: the bytes read.
+async fn stream_kind(client: &Client, r: &Resource) -> Result<usize, Error> {
+    let wp = kube::api::WatchParams { timeout: Some(120), ..kube::api::WatchParams::streaming_lists() };
+    let req =
+        kube::core::Request::new(r.list_path()).watch(&wp, "").map_err(|e| format!("{}: {e}", r.display))?;
+    let res =
+        client.send(req.map(kube::client::Body::from)).await.map_err(|e| format!("{}: {e}", r.display))?;
+    if !res.status().is_success() {
+        return Err(format!("watch {}: HTTP {}", r.display, res.status()).into());
+    }
+    let mut body = res.into_body();
+    let (mut bytes, mut line) = (0, Vec::new());
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("{}: {e}", r.display))?;
+        let Ok(data) = frame.into_data() else { continue };
+        bytes += data.len();
+        for part in data.split_inclusive(|&b| b == b'\n') {
+            line.extend_from_slice(part);
+            if line.last() == Some(&b'\n') {
+                let text = String::from_utf8_lossy(&line);
+                if text.starts_with("{\"type\":\"BOOKMARK\"") && text.contains("k8s.io/initial-events-end") {
+                    return Ok(bytes);
+                }
+                line.clear();
+            }
+        }
+    }
+    Err(format!("watch {}: ended before its initial events did", r.display).into())
+}
+
+async fn lists(client: Client, mode: &str) -> Result<(), Error> {
     let mut longest = (Duration::ZERO, "");
     let mut total = 0;
     for r in &RESOURCES {
-        let (bytes, took) = list_kind(&client, r).await?;
+        let (bytes, took) = list_kind(&client, r, mode).await?;
         total += bytes;
         if took > longest.0 {
             longest = (took, r.display);
         }
     }
     let started = Instant::now();
-    futures::future::try_join_all(RESOURCES.iter().map(|r| list_kind(&client, r))).await?;
+    futures::future::try_join_all(RESOURCES.iter().map(|r| list_kind(&client, r, mode))).await?;
     let all = started.elapsed();
     let ms = |d: Duration| d.as_millis();
     println!(
         "{}",
-        json!({"longest_ms": ms(longest.0), "longest": longest.1, "all_ms": ms(all), "bytes": total})
+        json!({"mode": mode, "longest_ms": ms(longest.0), "longest": longest.1, "all_ms": ms(all), "bytes": total})
     );
     Ok(())
 }
@@ -275,7 +320,7 @@ async fn main() -> ExitCode {
             }
         },
         Command::Heartbeat { interval, kinds } => heartbeat(client, interval, &kinds).await,
-        Command::Lists => lists(client).await,
+        Command::Lists { mode } => lists(client, &mode).await,
         Command::Delete { concurrency } => delete(client, concurrency.into()).await,
     };
     match result {

@@ -287,7 +287,8 @@ async fn start(args: &ServeArgs) -> Result<(SocketAddr, ServerHandle, Option<Joi
             // While the view is unproven, every API request opens a new connection.
             let renew = client::renew_while_unproven(view.clone(), policy.drain.max_view_age, probing);
             let api = client::build_renewing(config, renew).map_err(no_access)?;
-            let tuning = crate::cluster::watch::tuning(probing);
+            let tuning =
+                crate::cluster::watch::Tuning { lists: args.lists, ..crate::cluster::watch::tuning(probing) };
             let watched = crate::cluster::watch::run_supervised(api.clone(), view.clone(), tuning);
             let probes = probing
                 .then(|| probe::run_supervised(api.clone(), view.clone(), args.freshness_probe_interval));

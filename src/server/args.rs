@@ -42,6 +42,14 @@ pub struct ServeArgs {
     /// (every allow on a quiet view is then confirmed by reads). Watch mode only.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = probe_interval, env = "LONGHORN_GUARD_FRESHNESS_PROBE_INTERVAL")]
     pub freshness_probe_interval: Duration,
+    /// How each watched kind is listed at the start and after a lost watch: `plain` (one LIST,
+    /// read object by object as it arrives), `streaming` (a watch with sendInitialEvents) or
+    /// `paged`. Default plain: the least CPU of the API server and the shortest start at 10,000
+    /// volumes (docs/scale.md, "How a start lists"). A plain LIST cut off after it began
+    /// answering (an API server's request time-out) falls back to streaming, a refused
+    /// streaming list to pages, for good. Watch mode only.
+    #[arg(long, value_name = "WAY", default_value = "plain", value_enum, env = "LONGHORN_GUARD_LISTS")]
+    pub lists: crate::cluster::watch::ListWay,
     /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
     /// from the API server at once; more wait their turn within their deadline, and requests
     /// for a node whose confirmation is still waiting share it. Default 2: one at 10,000

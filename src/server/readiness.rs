@@ -98,7 +98,13 @@ impl Readiness {
     }
 
     fn judge(&self, st: &mut State, view: &ClusterView, now: Instant, wall: SystemTime) -> Verdict {
-        let why = view.unproven(wall, self.rule.max_view_age, self.rule.by_age);
+        let mut why = view.unproven(wall, self.rule.max_view_age, self.rule.by_age);
+        // The first proof must leave half of maxViewAge to spare: a probe sent during a list
+        // longer than that proves the view only as of the probe, and a proof about to lapse
+        // would send the first evictions after ready to confirmations.
+        if why.is_none() && !st.proven_once && self.rule.by_age {
+            why = view.unproven(wall, self.rule.max_view_age / 2, true);
+        }
         let answered = view.read_answered();
         let Some(why) = why else {
             st.unproven_since = None;
@@ -202,6 +208,12 @@ mod tests {
         assert_eq!(r.observe(&v, t + s(9), w0), Verdict::Proving);
         // Not proven within --unready-after of the sync: judged as any unproven view.
         assert!(matches!(r.observe(&v, t + s(10), w0), Verdict::Unready(_)));
+        // A first proof with less than half of maxViewAge to spare does not count yet; once
+        // ready, a view proven within maxViewAge stays ready.
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&synced(w0 - s(3)), t, w0), Verdict::Proving, "3 s old, 2 s to spare");
+        assert_eq!(r.observe(&synced(w0 - s(2)), t, w0), Verdict::Ready, "2 s old");
+        assert_eq!(r.observe(&synced(w0 - s(4)), t, w0), Verdict::Ready, "ready once");
         let r = Readiness::new(RULE);
         assert_eq!(r.observe(&v, t, w0), Verdict::Proving);
         v.touch(w0);

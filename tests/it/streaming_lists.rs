@@ -2,7 +2,8 @@
 //! server streams lists (`sendInitialEvents=true`, kube-apiserver 1.32+), every kind is listed
 //! by one watch and no paged LIST, and the watch resumes from the end marker's version; where
 //! it refuses them (`422`, an older API server or the `WatchList` feature off), the kinds are
-//! listed in pages and a relist does not ask again.
+//! listed in pages and a relist does not ask again. And plain lists (`serve --lists plain`, the
+//! default): one LIST a kind, read object by object, then the watch from its version.
 
 use crate::support;
 
@@ -16,17 +17,23 @@ use support::watchapi::WatchApi;
 use support::*;
 
 async fn cluster(streams: bool) -> (Synthetic, Arc<WatchApi>) {
-    let s = Synthetic::new(4, 12).unwrap();
+    let s = Synthetic::new(4, 30).unwrap();
     let items = s.list()["items"].as_array().unwrap().clone();
     let api = Arc::new(WatchApi::start(items).await);
     api.stream_lists(streams);
     (s, api)
 }
 
-/// The watches of `api` into a new view, synced.
+/// The watches of `api` into a new view, synced, lists streamed first.
 async fn synced(api: &WatchApi) -> (SharedView, tokio::task::JoinHandle<()>) {
+    synced_by(api, watch::ListWay::Streaming).await
+}
+
+/// The watches of `api` into a new view, synced, lists read `lists`' way first.
+async fn synced_by(api: &WatchApi, lists: watch::ListWay) -> (SharedView, tokio::task::JoinHandle<()>) {
     let view = SharedView::new(ClusterView::new(Source::Watch));
-    let task = tokio::spawn(watch::run_with(api.client(), view.clone(), watch::tuning(true)));
+    let tuning = watch::Tuning { lists, ..watch::tuning(true) };
+    let task = tokio::spawn(watch::run_with(api.client(), view.clone(), tuning));
     until("the first list of every kind", || view.read().freshness().synced).await;
     (view, task)
 }
@@ -41,16 +48,13 @@ fn paged(q: &str) -> bool {
     !q.contains("watch=") && q.contains("limit=") && !q.contains("fieldSelector")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streaming_list_fills_the_view_without_a_paged_list_and_the_watch_goes_on_from_its_end() {
-    let (s, api) = cluster(true).await;
-    let (view, task) = synced(&api).await;
-    let requests = api.requests();
-    assert!(!requests.iter().any(|q| paged(q)), "{requests:#?}");
-    assert_eq!(requests.iter().filter(|q| streamed(q)).count(), ObjectKind::ALL.len(), "{requests:#?}");
-    let replicas = view.read().objects::<longhorn_guard::cluster::Replica>().len();
-    assert_eq!(replicas, s.count(Group::Replica));
-    // After the end marker each kind is watched from its version: a change arrives.
+/// A plain LIST: no watch, no pages, no selector (a probe selects by name).
+fn plain(q: &str) -> bool {
+    !q.contains("watch=") && !q.contains("limit=") && !q.contains("fieldSelector")
+}
+
+/// The replica `api` serves first, moved to another node: it must reach the view by its watch.
+async fn moved_after_the_list(s: &Synthetic, api: &WatchApi, view: &SharedView) {
     let mut r = s.objects(Group::Replica).next().unwrap();
     let name = r["metadata"]["name"].as_str().unwrap().to_string();
     r["spec"]["nodeID"] = json!("elsewhere");
@@ -61,7 +65,45 @@ async fn a_streaming_list_fills_the_view_without_a_paged_list_and_the_watch_goes
             .get("", &name)
             .is_some_and(|r| r.spec.node_id.as_str() == "elsewhere")
     };
-    until("the change after the streaming list", moved).await;
+    until("the change after the list", moved).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_list_fills_the_view_with_one_list_a_kind_and_the_watch_goes_on_from_its_version() {
+    let (s, api) = cluster(true).await;
+    let (view, task) = synced_by(&api, watch::ListWay::Plain).await;
+    let requests = api.requests();
+    assert!(!requests.iter().any(|q| paged(q) || streamed(q)), "{requests:#?}");
+    assert_eq!(requests.iter().filter(|q| plain(q)).count(), ObjectKind::ALL.len(), "{requests:#?}");
+    let replicas = view.read().objects::<longhorn_guard::cluster::Replica>().len();
+    assert_eq!(replicas, s.count(Group::Replica));
+    assert!(s.count(Group::Replica) > 64, "more objects than the reader holds ahead");
+    moved_after_the_list(&s, &api, &view).await;
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_plain_list_leaves_its_kind_as_old_as_its_request() {
+    let (_s, api) = cluster(true).await;
+    api.delay_lists(Duration::from_millis(1500));
+    let (view, task) = synced_by(&api, watch::ListWay::Plain).await;
+    assert!(api.requests().iter().any(|q| plain(q)), "{:#?}", api.requests());
+    let age = view.read().freshness().monotonic_age.expect("every kind listed");
+    assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");
+    task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_list_fills_the_view_without_a_paged_list_and_the_watch_goes_on_from_its_end() {
+    let (s, api) = cluster(true).await;
+    let (view, task) = synced(&api).await;
+    let requests = api.requests();
+    assert!(!requests.iter().any(|q| paged(q)), "{requests:#?}");
+    assert_eq!(requests.iter().filter(|q| streamed(q)).count(), ObjectKind::ALL.len(), "{requests:#?}");
+    let replicas = view.read().objects::<longhorn_guard::cluster::Replica>().len();
+    assert_eq!(replicas, s.count(Group::Replica));
+    // After the end marker each kind is watched from its version: a change arrives.
+    moved_after_the_list(&s, &api, &view).await;
     task.abort();
 }
 

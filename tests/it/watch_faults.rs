@@ -53,12 +53,18 @@ struct Answer {
 impl Guard {
     /// `recheck_after`: how long a resumed watch may stay quiet before its kind is listed again.
     async fn start(api: &WatchApi, recheck_after: Duration) -> Self {
+        Self::start_listing(api, recheck_after, watch::ListWay::Plain).await
+    }
+
+    /// [`Guard::start`], lists read `lists`' way first.
+    async fn start_listing(api: &WatchApi, recheck_after: Duration, lists: watch::ListWay) -> Self {
         let client = api.client();
         let view = SharedView::new(ClusterView::new(Source::Watch));
         let tuning = watch::Tuning {
             recheck_after,
             watch_timeout_secs: watch::WATCH_TIMEOUT_SECS,
             resume_once: false,
+            lists,
         };
         let watches = tokio::spawn(watch::run_with(client.clone(), view.clone(), tuning));
         let policy = Policy::parse("drain:\n  maxViewAge: 60s\n").unwrap();
@@ -257,9 +263,10 @@ async fn a_resumed_watch_is_listed_again_at_its_first_event() {
 async fn instance_managers_are_listed_a_few_per_page() {
     // Each instance manager's status names every engine and replica it runs (1.5 MB at 10,000
     // volumes): listed 500 per page, one body held all of them (45 MB) and set a relist's peak.
+    // (A plain list is read object by object and holds no page.)
     let (_, items) = cluster();
     let api = WatchApi::start(items).await;
-    let guard = Guard::start(&api, watch::RECHECK_AFTER).await;
+    let guard = Guard::start_listing(&api, watch::RECHECK_AFTER, watch::ListWay::Paged).await;
     let lists = |path: &str| -> Vec<String> {
         api.requests().into_iter().filter(|q| q.starts_with(path) && !q.contains("watch=")).collect()
     };

@@ -15,11 +15,13 @@ use kube::runtime::watcher::Event;
 
 mod kind;
 pub mod listwatch;
+mod plain_list;
 mod retry;
 pub mod supervise;
 
 use kind::stream_for;
 pub use kind::{loses_events, Tuning};
+pub use listwatch::ListWay;
 use listwatch::Step;
 pub use retry::fault_of;
 
@@ -74,7 +76,7 @@ pub fn tuning(probing: bool) -> Tuning {
     let watch_timeout_secs = if probing { PROVING_WATCH_TIMEOUT_SECS } else { WATCH_TIMEOUT_SECS };
     // Short watches are started again every few seconds: one refused start is an interruption
     // that the resumed watch's next BOOKMARK ends, not a failure that costs a relist.
-    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs, resume_once: probing }
+    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs, resume_once: probing, lists: ListWay::Plain }
 }
 
 /// Runs every watch until the task is dropped, applying events to `view`.
@@ -98,9 +100,9 @@ pub async fn run_with(client: kube::Client, view: SharedView, tuning: Tuning) {
     let all = targets();
     let total = all.len();
     let watching_since = Instant::now();
-    // One API client: once its API server refuses a streaming list, every kind lists in pages.
-    let streaming = listwatch::Streaming::new(true);
-    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, tuning, &streaming)));
+    // One API client: once a way of listing failed as only it can, every kind lists the next way.
+    let lists = listwatch::Lists::new(tuning.lists);
+    let mut merged = stream::select_all(all.iter().map(|t| stream_for(&client, t, tuning, &lists)));
     // Each kind's list in progress: the listed keys and changed objects, the names it could
     // not read, and when it started (the time of its data, however long the pages take).
     type Listing = (Relist, Vec<String>, Option<(SystemTime, Instant)>);

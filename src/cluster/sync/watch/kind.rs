@@ -10,7 +10,7 @@ use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt as _;
 
-use super::listwatch::{list_then_watch, Params, Step, Streaming};
+use super::listwatch::{list_then_watch, ListWay, Lists, Params, Step};
 use super::retry::{fault_of, Retry};
 use super::Target;
 use crate::cluster::model::{on_kind, Kind, ObjectKind};
@@ -34,13 +34,8 @@ pub fn loses_events(e: &watcher::Error) -> bool {
 /// The events of one kind's watcher, each object parsed once into `T`. After an error, the
 /// resumed watch's first event or `recheck_after` of quiet starts the watcher over (a list), as
 /// a `410 Gone` or a lost event does at once; repeated restarts are paced `recheck_after` apart.
-fn kind_events<T: Kind>(
-    api: Api<Watched<T>>,
-    kind: ObjectKind,
-    tuning: Tuning,
-    streaming: Streaming,
-) -> KindEvents {
-    let Tuning { recheck_after, watch_timeout_secs, resume_once } = tuning;
+fn kind_events<T: Kind>(api: Api<Watched<T>>, kind: ObjectKind, tuning: Tuning, lists: Lists) -> KindEvents {
+    let Tuning { recheck_after, watch_timeout_secs, resume_once, .. } = tuning;
     struct State<T: Kind> {
         api: Api<Watched<T>>,
         inner: Option<BoxStream<'static, Result<Step<Item>, watcher::Error>>>,
@@ -62,7 +57,7 @@ fn kind_events<T: Kind>(
     }
     let start = State { api, inner: None, failed_at: None, gone_at: None, restart_at: None };
     stream::unfold(start, move |mut st| {
-        let streaming = streaming.clone();
+        let lists = lists.clone();
         async move {
             loop {
                 if st.inner.is_none() {
@@ -72,11 +67,10 @@ fn kind_events<T: Kind>(
                         st.gone_at = Some(tokio::time::Instant::now());
                     }
                 }
-                let (api, streaming) = (st.api.clone(), streaming.clone());
+                let (api, lists) = (st.api.clone(), lists.clone());
                 let inner = st.inner.get_or_insert_with(|| {
                     let page_size = kind.page_size();
-                    let params =
-                        Params { streaming, page_size, timeout_secs: watch_timeout_secs, resume_once };
+                    let params = Params { lists, page_size, timeout_secs: watch_timeout_secs, resume_once };
                     list_then_watch(api, params).backoff(Retry::default()).boxed()
                 });
                 let next = match st.failed_at {
@@ -149,15 +143,12 @@ pub struct Tuning {
     pub watch_timeout_secs: u32,
     /// One failed resumption of a watch is an interruption, not a failure ([`Params::resume_once`]).
     pub resume_once: bool,
+    /// How lists are read first ([`Lists`]).
+    pub lists: ListWay,
 }
 
-/// One kind's events, parsed into its lean type; its lists streamed while `streaming` is on.
-pub(super) fn stream_for(
-    client: &kube::Client,
-    t: &Target,
-    tuning: Tuning,
-    streaming: &Streaming,
-) -> KindEvents {
+/// One kind's events, parsed into its lean type; its lists read as `lists` says.
+pub(super) fn stream_for(client: &kube::Client, t: &Target, tuning: Tuning, lists: &Lists) -> KindEvents {
     fn api<T: Kind>(client: &kube::Client, t: &Target) -> Api<Watched<T>> {
         match t.namespace {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
@@ -165,5 +156,5 @@ pub(super) fn stream_for(
         }
     }
     let (k, r) = (t.kind, tuning);
-    on_kind!(t.kind, K => kind_events(api::<K>(client, t), k, r, streaming.clone()))
+    on_kind!(t.kind, K => kind_events(api::<K>(client, t), k, r, lists.clone()))
 }

@@ -3,16 +3,18 @@
 //! compares them with the probes' reads ([`crate::cluster::proof`]). Errors are kube's
 //! [`watcher::Error`]s, read by the caller as it reads the kube watcher's.
 //!
-//! The list is a streaming list where the API server has them (a watch with
-//! `sendInitialEvents=true`, Kubernetes 1.27+ with the `WatchList` feature, on by default
-//! since 1.32): every object arrives as one event from the watch cache, and a BOOKMARK marked
-//! `k8s.io/initial-events-end` carries the version of the whole set. An API server that
-//! refuses it (an older version, or the feature off) is listed in pages from then on
-//! ([`Streaming`]). docs/scale.md has the figures: a paged list's later pages are read from
-//! etcd, at several times the API server's CPU of the same objects from its cache.
+//! A list is one plain LIST read object by object as it arrives ([`super::plain_list`]), or
+//! a streaming list (a watch with `sendInitialEvents=true`, Kubernetes 1.27+ with the
+//! `WatchList` feature, on by default since 1.32: every object arrives as one event from the
+//! watch cache, and a BOOKMARK marked `k8s.io/initial-events-end` carries the version of the
+//! whole set), or pages. Each way falls back to the next for good ([`Lists`]): a plain LIST
+//! that broke off after it began answering (an API server's request time-out, a minute by
+//! default, cuts a LIST that long), a streaming list the API server refused. docs/scale.md
+//! has the figures: a plain LIST costs the API server the least CPU; a paged list's later
+//! pages may be read from etcd, at several times the CPU of the same objects from its cache.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +24,8 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use kube::runtime::watcher::{self, Event};
 use kube::Resource;
 use serde::de::DeserializeOwned;
+
+use super::plain_list;
 
 /// What one kind's list-then-watch yields.
 #[derive(Debug)]
@@ -37,24 +41,41 @@ pub enum Step<K> {
     Interrupted(kube::Error),
 }
 
-/// Whether lists are streamed: shared by the watches of one API client, off for good once the
-/// API server refused a streaming list.
+/// How a kind's list is read, in the order of [`Lists`]'s fall-backs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum ListWay {
+    /// One plain LIST, read object by object as it arrives.
+    Plain,
+    /// A watch with `sendInitialEvents=true`, up to its end marker.
+    Streaming,
+    /// Pages of [`Params::page_size`] objects.
+    Paged,
+}
+
+impl ListWay {
+    const ALL: [ListWay; 3] = [ListWay::Plain, ListWay::Streaming, ListWay::Paged];
+}
+
+/// How lists are read: shared by the watches of one API client; a way that failed as only it
+/// can is left for the next, for good.
 #[derive(Clone, Debug)]
-pub struct Streaming(Arc<AtomicBool>);
+pub struct Lists(Arc<AtomicU8>);
 
-impl Streaming {
-    /// Streaming lists are tried first (`on`), or never.
-    pub fn new(on: bool) -> Self {
-        Self(Arc::new(AtomicBool::new(on)))
+impl Lists {
+    /// Lists are read `first`'s way, then the next ones' ([`ListWay`]'s order).
+    pub fn new(first: ListWay) -> Self {
+        Self(Arc::new(AtomicU8::new(first as u8)))
     }
 
-    fn on(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+    fn way(&self) -> ListWay {
+        ListWay::ALL.get(usize::from(self.0.load(Ordering::Relaxed))).copied().unwrap_or(ListWay::Paged)
     }
 
-    fn refused(&self, why: &dyn std::fmt::Display) {
-        if self.0.swap(false, Ordering::Relaxed) {
-            tracing::info!(reason = %why, "the API server does not stream lists (sendInitialEvents); listing in pages");
+    /// `from` failed as only that way can: lists are read the next way from now on.
+    fn fall_back(&self, from: ListWay, why: &dyn std::fmt::Display) {
+        let to = ListWay::ALL.get(from as usize + 1).copied().unwrap_or(ListWay::Paged);
+        if self.0.compare_exchange(from as u8, to as u8, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            tracing::info!(from = ?from, to = ?to, reason = %why, "lists are read another way from now on");
         }
     }
 }
@@ -62,8 +83,8 @@ impl Streaming {
 /// How a kind is listed and watched.
 #[derive(Clone, Debug)]
 pub struct Params {
-    /// Lists are streamed while this is on, else read in pages.
-    pub streaming: Streaming,
+    /// How lists are read.
+    pub lists: Lists,
     /// Objects per page of a list.
     pub page_size: u32,
     /// The watch's `timeoutSeconds`: the API server ends the watch then and it is resumed. The
@@ -99,6 +120,11 @@ enum Phase<K> {
     /// A streaming list announced ([`Event::Init`], so its time is taken before its request
     /// is sent), not yet asked for.
     StartStreaming,
+    /// A plain list in progress ([`super::plain_list`]); `began`: an object arrived.
+    Plain {
+        items: tokio::sync::mpsc::Receiver<kube::Result<plain_list::Item<K>>>,
+        began: bool,
+    },
     /// A streaming list in progress: its initial events until the end marker.
     Streaming {
         events: BoxStream<'static, kube::Result<WatchEvent<K>>>,
@@ -169,8 +195,46 @@ where
         // The list's time is its start: `Init` is yielded, and its time taken, before the
         // request is sent (the list is consistent as of that request's arrival, not of its
         // answer).
-        Phase::Empty if params.streaming.on() => (Some(Ok(Step::Event(Event::Init))), Phase::StartStreaming),
-        Phase::Empty => (Some(Ok(Step::Event(Event::Init))), paging()),
+        Phase::Empty => {
+            let next = match params.lists.way() {
+                // The LIST is sent once `Init` is yielded (its task starts on the first poll).
+                ListWay::Plain => Phase::Plain { items: plain_list::start(api), began: false },
+                ListWay::Streaming => Phase::StartStreaming,
+                ListWay::Paged => paging(),
+            };
+            (Some(Ok(Step::Event(Event::Init))), next)
+        }
+        Phase::Plain { mut items, began } => {
+            let idle = Duration::from_secs(STREAM_TIMEOUT_SECS.into()) + IDLE_MARGIN;
+            let failed = |e: kube::Error| {
+                // Cut off after it began answering: perhaps by the API server's request
+                // time-out, which a streaming list does not have.
+                if began {
+                    params.lists.fall_back(ListWay::Plain, &e);
+                }
+                (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty)
+            };
+            match tokio::time::timeout(idle, items.recv()).await {
+                Ok(Some(Ok(plain_list::Item::Object(o)))) => {
+                    (Some(Ok(Step::Event(Event::InitApply(o.into())))), Phase::Plain { items, began: true })
+                }
+                Ok(Some(Ok(plain_list::Item::End(Some(rv))))) => (
+                    Some(Ok(Step::Event(Event::InitDone))),
+                    Phase::Listed { rv, announce: true, resume: Resume::Start },
+                ),
+                Ok(Some(Ok(plain_list::Item::End(None)))) => {
+                    (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty)
+                }
+                Ok(Some(Err(e))) => failed(e),
+                Ok(None) => failed(kube::Error::Service("the list's reader ended without its end".into())),
+                // Silent that long: a LIST this API server cannot serve in one piece.
+                Err(_) => {
+                    let e = kube::Error::Service(format!("no object of the list within {idle:?}").into());
+                    params.lists.fall_back(ListWay::Plain, &e);
+                    (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty)
+                }
+            }
+        }
         Phase::StartStreaming => {
             let wp = WatchParams { timeout: Some(STREAM_TIMEOUT_SECS), ..WatchParams::streaming_lists() };
             match api.watch(&wp, "").await {
@@ -178,7 +242,7 @@ where
                 // An API server without streaming lists refuses the parameters as invalid:
                 // the same list goes on in pages (its time still the refused request's).
                 Err(kube::Error::Api(status)) if matches!(status.code, 400 | 422) => {
-                    params.streaming.refused(&status.message);
+                    params.lists.fall_back(ListWay::Streaming, &status.message);
                     (None, paging())
                 }
                 Err(e) => (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty),
@@ -212,7 +276,7 @@ where
                 // Ended (or a deletion) before its end marker: not a streaming list as asked
                 // for. The kind is listed again, in pages.
                 Some(Ok(WatchEvent::Deleted(_))) | None => {
-                    params.streaming.refused(&"the watch did not end its initial events");
+                    params.lists.fall_back(ListWay::Streaming, &"the watch did not end its initial events");
                     (Some(Ok(Step::Event(Event::Init))), paging())
                 }
             }
@@ -350,7 +414,22 @@ fn newest(had: String, came: String) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::newest;
+    use super::{newest, ListWay, Lists};
+
+    #[test]
+    fn each_way_of_listing_falls_back_to_the_next_once_for_all_watches() {
+        let lists = Lists::new(ListWay::Plain);
+        let shared = lists.clone();
+        lists.fall_back(ListWay::Streaming, &"not the way in use: nothing changes");
+        assert_eq!(shared.way(), ListWay::Plain);
+        lists.fall_back(ListWay::Plain, &"cut off");
+        lists.fall_back(ListWay::Plain, &"another kind's list, cut off as well");
+        assert_eq!(shared.way(), ListWay::Streaming, "one step, shared");
+        shared.fall_back(ListWay::Streaming, &"refused");
+        shared.fall_back(ListWay::Paged, &"pages are the last way");
+        assert_eq!(lists.way(), ListWay::Paged);
+        assert_eq!(Lists::new(ListWay::Streaming).way(), ListWay::Streaming);
+    }
 
     #[test]
     fn a_watch_resumes_from_the_newest_version_it_saw_and_never_from_an_unreadable_one() {
