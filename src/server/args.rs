@@ -46,8 +46,8 @@ pub struct ServeArgs {
     /// read object by object as it arrives), `streaming` (a watch with sendInitialEvents) or
     /// `paged`. Default plain: the least CPU of the API server and the shortest start at 10,000
     /// volumes (docs/scale.md, "How a start lists"). A plain LIST cut off after it began
-    /// answering (an API server's request time-out) falls back to streaming, a refused
-    /// streaming list to pages, for good. Watch mode only.
+    /// answering (an API server's request time-out) or with no object within 30 s falls back
+    /// to streaming, a refused streaming list to pages, for good. Watch mode only.
     #[arg(long, value_name = "WAY", default_value = "plain", value_enum, env = "LONGHORN_GUARD_LISTS")]
     pub lists: crate::cluster::watch::ListWay,
     /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading

@@ -101,8 +101,10 @@ impl Readiness {
         let mut why = view.unproven(wall, self.rule.max_view_age, self.rule.by_age);
         // The first proof must leave half of maxViewAge to spare: a probe sent during a list
         // longer than that proves the view only as of the probe, and a proof about to lapse
-        // would send the first evictions after ready to confirmations.
-        if why.is_none() && !st.proven_once && self.rule.by_age {
+        // would send the first evictions after ready to confirmations. Only while a new
+        // replica waits for its first proof (up to --unready-after after the sync).
+        let waiting = st.synced_at.is_none_or(|t| now.saturating_duration_since(t) < self.rule.unready_after);
+        if why.is_none() && !st.proven_once && self.rule.by_age && waiting {
             why = view.unproven(wall, self.rule.max_view_age / 2, true);
         }
         let answered = view.read_answered();
@@ -214,6 +216,10 @@ mod tests {
         assert_eq!(r.observe(&synced(w0 - s(3)), t, w0), Verdict::Proving, "3 s old, 2 s to spare");
         assert_eq!(r.observe(&synced(w0 - s(2)), t, w0), Verdict::Ready, "2 s old");
         assert_eq!(r.observe(&synced(w0 - s(4)), t, w0), Verdict::Ready, "ready once");
+        // Never proven with the spare: past --unready-after the view is judged by maxViewAge.
+        let r = Readiness::new(RULE);
+        assert_eq!(r.observe(&synced(w0 - s(3)), t, w0), Verdict::Proving);
+        assert_eq!(r.observe(&synced(w0 - s(3)), t + s(10), w0), Verdict::Ready);
         let r = Readiness::new(RULE);
         assert_eq!(r.observe(&v, t, w0), Verdict::Proving);
         v.touch(w0);

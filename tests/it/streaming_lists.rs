@@ -140,3 +140,24 @@ async fn a_slow_streaming_list_leaves_its_kind_as_old_as_its_request() {
     assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");
     task.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_list_cut_off_falls_back_to_streaming_lists_for_good() {
+    let (s, api) = cluster(true).await;
+    api.cut_plain_lists(true);
+    let (view, task) = synced_by(&api, watch::ListWay::Plain).await;
+    let requests = api.requests();
+    assert!(requests.iter().any(|q| plain(q)), "{requests:#?}");
+    assert!(requests.iter().any(|q| streamed(q) && q.contains("/replicas?")), "{requests:#?}");
+    assert_eq!(view.read().objects::<longhorn_guard::cluster::Replica>().len(), s.count(Group::Replica));
+    // A 410 Gone makes every kind list again: streamed, without a plain LIST first.
+    api.cut_plain_lists(false);
+    let mark = api.requests().len();
+    api.stop();
+    api.start_again(true);
+    let relisted = || api.requests()[mark..].iter().filter(|q| streamed(q)).count() >= ObjectKind::ALL.len();
+    until("every kind listed again", relisted).await;
+    let after = &api.requests()[mark..];
+    assert!(!after.iter().any(|q| plain(q)), "{after:#?}");
+    task.abort();
+}

@@ -49,6 +49,7 @@ struct Shared {
     refused: Mutex<(String, usize)>,
     /// LISTs are answered 500 "etcdserver: request timed out" (an etcd member cut off).
     lists_fail: AtomicBool,
+    plain_lists_cut: AtomicBool,
     /// Streaming lists are served (else refused with a 422).
     streams_lists: AtomicBool,
     /// TLS connections accepted, and requests that asked to close theirs (`Connection: close`).
@@ -104,6 +105,7 @@ impl WatchApi {
             history: Mutex::new(Vec::new()),
             refused: Mutex::new((String::new(), 0)),
             lists_fail: AtomicBool::new(false),
+            plain_lists_cut: AtomicBool::new(false),
             streams_lists: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
             closing: AtomicUsize::new(0),
@@ -163,6 +165,12 @@ impl WatchApi {
     /// an API server on an etcd member cut off from its peers answers consistent reads.
     pub fn fail_lists(&self, fail: bool) {
         self.shared.lists_fail.store(fail, Ordering::SeqCst);
+    }
+
+    /// From now on (`true`) every LIST without `limit` is cut off halfway through its body, as
+    /// an API server's request time-out (a minute by default) ends a LIST it could not finish.
+    pub fn cut_plain_lists(&self, on: bool) {
+        self.shared.plain_lists_cut.store(on, Ordering::SeqCst);
     }
 
     /// TLS connections accepted so far.
@@ -400,6 +408,8 @@ async fn answer(
         let message = "etcdserver: request timed out".to_string();
         return Ok(reply(500, json_body(&status(500, "InternalError", message))));
     }
+    let cut =
+        !query.split('&').any(|kv| kv.starts_with("limit=")) && shared.plain_lists_cut.load(Ordering::SeqCst);
     // The watcher's LIST asks for `resourceVersion=0` (any version); answer at the current one.
     let plain: Vec<&str> = query.split('&').filter(|kv| !kv.starts_with("resourceVersion")).collect();
     let (items, rv) = {
@@ -411,7 +421,11 @@ async fn answer(
     Ok(match list(&items, &path, &plain.join("&")) {
         Ok(mut body) => {
             body["metadata"]["resourceVersion"] = json!(rv.to_string());
-            reply(200, json_body(&body))
+            let mut text = body.to_string();
+            if cut {
+                text.truncate(text.len() / 2);
+            }
+            reply(200, Full::new(Bytes::from(text)).boxed())
         }
         Err(e) => reply(400, json_body(&status(400, "BadRequest", e))),
     })

@@ -112,6 +112,10 @@ const IDLE_MARGIN: Duration = Duration::from_secs(5);
 /// kind watched as after a paged list.
 const STREAM_TIMEOUT_SECS: u32 = 120;
 
+/// A plain list with no object yet after this long is given up for streaming lists: served
+/// from the watch cache its first objects come within seconds.
+const FIRST_OBJECT: Duration = Duration::from_secs(30);
+
 /// The annotation of the BOOKMARK that ends a streaming list's initial events.
 const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
@@ -120,9 +124,11 @@ enum Phase<K> {
     /// A streaming list announced ([`Event::Init`], so its time is taken before its request
     /// is sent), not yet asked for.
     StartStreaming,
+    /// A plain list announced ([`Event::Init`]), not yet asked for.
+    StartPlain,
     /// A plain list in progress ([`super::plain_list`]); `began`: an object arrived.
     Plain {
-        items: tokio::sync::mpsc::Receiver<kube::Result<plain_list::Item<K>>>,
+        items: tokio::sync::mpsc::Receiver<kube::Result<plain_list::Item>>,
         began: bool,
     },
     /// A streaming list in progress: its initial events until the end marker.
@@ -197,27 +203,35 @@ where
         // answer).
         Phase::Empty => {
             let next = match params.lists.way() {
-                // The LIST is sent once `Init` is yielded (its task starts on the first poll).
-                ListWay::Plain => Phase::Plain { items: plain_list::start(api), began: false },
+                ListWay::Plain => Phase::StartPlain,
                 ListWay::Streaming => Phase::StartStreaming,
                 ListWay::Paged => paging(),
             };
             (Some(Ok(Step::Event(Event::Init))), next)
         }
+        Phase::StartPlain => (None, Phase::Plain { items: plain_list::start(api), began: false }),
         Phase::Plain { mut items, began } => {
             let idle = Duration::from_secs(STREAM_TIMEOUT_SECS.into()) + IDLE_MARGIN;
             let failed = |e: kube::Error| {
-                // Cut off after it began answering: perhaps by the API server's request
-                // time-out, which a streaming list does not have.
-                if began {
+                // Cut off after it began answering, or timed out before (504): perhaps by the
+                // API server's request time-out, which a streaming list does not have.
+                let timed_out = matches!(&e, kube::Error::Api(s) if s.code == 504 || s.reason == "Timeout");
+                if began || timed_out {
                     params.lists.fall_back(ListWay::Plain, &e);
                 }
                 (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty)
             };
-            match tokio::time::timeout(idle, items.recv()).await {
-                Ok(Some(Ok(plain_list::Item::Object(o)))) => {
-                    (Some(Ok(Step::Event(Event::InitApply(o.into())))), Phase::Plain { items, began: true })
-                }
+            match tokio::time::timeout(if began { idle } else { FIRST_OBJECT }, items.recv()).await {
+                Ok(Some(Ok(plain_list::Item::Object(json)))) => match serde_json::from_str::<K>(json.get()) {
+                    Ok(o) => (
+                        Some(Ok(Step::Event(Event::InitApply(o.into())))),
+                        Phase::Plain { items, began: true },
+                    ),
+                    Err(e) => (
+                        Some(Err(watcher::Error::InitialListFailed(kube::Error::SerdeError(e)))),
+                        Phase::Empty,
+                    ),
+                },
                 Ok(Some(Ok(plain_list::Item::End(Some(rv))))) => (
                     Some(Ok(Step::Event(Event::InitDone))),
                     Phase::Listed { rv, announce: true, resume: Resume::Start },
@@ -227,9 +241,10 @@ where
                 }
                 Ok(Some(Err(e))) => failed(e),
                 Ok(None) => failed(kube::Error::Service("the list's reader ended without its end".into())),
-                // Silent that long: a LIST this API server cannot serve in one piece.
+                // Silent that long: a LIST this API server cannot serve in one piece (a 504 of its
+                // request time-out is retried by the client, so it shows as silence too).
                 Err(_) => {
-                    let e = kube::Error::Service(format!("no object of the list within {idle:?}").into());
+                    let e = kube::Error::Service("the list sent no object in time".into());
                     params.lists.fall_back(ListWay::Plain, &e);
                     (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty)
                 }

@@ -2,41 +2,46 @@
 //!
 //! The API server answers a LIST without `limit` or `resourceVersion` as one consistent read
 //! from its watch cache (Kubernetes 1.31+), at less of its CPU than a streaming list or pages
-//! (docs/scale.md, "How a start lists"). The body is parsed on the blocking pool from a reader
-//! of the response as it comes, and each object is handed over as soon as it is read, so the
-//! guard never holds more than [`IN_FLIGHT`] objects of it beside the view.
+//! (docs/scale.md, "How a start lists"). The body is read on the blocking pool from a reader of
+//! the response as it comes, and each object's JSON is handed over as soon as it is read, so the
+//! guard never holds more than [`IN_FLIGHT`] objects of it beside the view. Objects are parsed
+//! by the receiver, so what the view keeps is allocated where the watch events' objects are.
 
 use std::io::BufReader;
 
 use kube::api::{Api, ListParams};
 use kube::Resource;
-use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
-use tokio_util::compat::FuturesAsyncReadCompatExt as _;
-use tokio_util::io::SyncIoBridge;
 
 /// Objects read ahead of the view's watch loop.
 const IN_FLIGHT: usize = 64;
 
-/// What one LIST yields, in order: every object, then its end.
+/// What one LIST yields, in order: every object (its JSON), then its end.
 #[derive(Debug)]
-pub enum Item<K> {
-    Object(K),
+pub enum Item {
+    Object(Box<RawValue>),
     /// The list is complete; its `metadata.resourceVersion` (`None` if it had none).
     End(Option<String>),
 }
 
-/// Starts `api`'s LIST: its objects, then [`Item::End`], or an error that ends it.
-pub fn start<K>(api: &Api<K>) -> mpsc::Receiver<kube::Result<Item<K>>>
+/// Starts `api`'s LIST: its objects, then [`Item::End`], or an error that ends it. Once the
+/// receiver is dropped the request and the reading of its body end too.
+pub fn start<K>(api: &Api<K>) -> mpsc::Receiver<kube::Result<Item>>
 where
-    K: Resource + Clone + DeserializeOwned + Send + 'static,
+    K: Resource + Clone,
 {
     let (tx, rx) = mpsc::channel(IN_FLIGHT);
     let client = api.clone().into_client();
     let request = kube::core::Request::new(api.resource_url()).list(&ListParams::default());
     tokio::spawn(async move {
+        let gone = tx.clone();
         let body = match request.map_err(kube::Error::BuildRequest) {
-            Ok(request) => client.request_stream(request).await,
+            Ok(request) => tokio::select! {
+                body = client.request_stream(request) => body,
+                () = gone.closed() => return,
+            },
             Err(e) => Err(e),
         };
         let body = match body {
@@ -46,16 +51,71 @@ where
                 return;
             }
         };
-        let reader = SyncIoBridge::new(body.compat());
-        // The parse blocks on the body: it runs apart from the runtime's workers.
-        let _ = tokio::task::spawn_blocking(move || read_list(reader, &tx)).await;
+        // The parse blocks on the body's bytes: it runs apart from the runtime's workers, fed
+        // here, where the receiver's going is noticed even while no byte comes.
+        let (chunks, chunks_rx) = mpsc::channel(4);
+        let parser = tokio::task::spawn_blocking(move || read_list(Chunks::new(chunks_rx), &tx));
+        let mut body = Box::pin(body);
+        loop {
+            let chunk = tokio::select! {
+                chunk = next_chunk(&mut body) => chunk,
+                () = gone.closed() => break,
+            };
+            let more = matches!(chunk, Ok(Some(_)));
+            let Some(chunk) = chunk.transpose() else { break };
+            if chunks.send(chunk).await.is_err() || !more {
+                break;
+            }
+        }
+        drop(chunks);
+        let _ = parser.await;
     });
     rx
 }
 
+/// The next bytes of `body` (`None` at its end).
+async fn next_chunk(body: &mut (impl futures::AsyncBufRead + Unpin)) -> std::io::Result<Option<Vec<u8>>> {
+    use futures::AsyncBufReadExt as _;
+    let buf = body.fill_buf().await?;
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let chunk = buf.to_vec();
+    body.consume_unpin(chunk.len());
+    Ok(Some(chunk))
+}
+
+/// A blocking reader of the chunks a body's reader sends; their end is its end.
+struct Chunks {
+    rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+impl Chunks {
+    fn new(rx: mpsc::Receiver<std::io::Result<Vec<u8>>>) -> Self {
+        Self { rx, chunk: Vec::new(), at: 0 }
+    }
+}
+
+impl std::io::Read for Chunks {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.chunk.len() {
+            match self.rx.blocking_recv() {
+                Some(chunk) => (self.chunk, self.at) = (chunk?, 0),
+                None => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.chunk.len() - self.at);
+        out[..n].copy_from_slice(&self.chunk[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
 /// Reads one list from `reader`, sending its objects and then its end to `tx`; an error is
 /// sent in place of the end (nothing more once the receiver is gone).
-fn read_list<K: DeserializeOwned>(reader: impl std::io::Read, tx: &mpsc::Sender<kube::Result<Item<K>>>) {
+fn read_list(reader: impl std::io::Read, tx: &mpsc::Sender<kube::Result<Item>>) {
     let mut de = serde_json::Deserializer::from_reader(BufReader::with_capacity(64 * 1024, reader));
     let read = ListSeed { tx }.deserialize(&mut de).and_then(|rv| de.end().map(|()| rv));
     let last = match read {
@@ -68,11 +128,11 @@ fn read_list<K: DeserializeOwned>(reader: impl std::io::Read, tx: &mpsc::Sender<
 
 /// The list object: `items` are sent one by one, `metadata.resourceVersion` returned, the
 /// rest skipped.
-struct ListSeed<'a, K> {
-    tx: &'a mpsc::Sender<kube::Result<Item<K>>>,
+struct ListSeed<'a> {
+    tx: &'a mpsc::Sender<kube::Result<Item>>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
+impl<'de> DeserializeSeed<'de> for ListSeed<'_> {
     type Value = Option<String>;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -80,7 +140,7 @@ impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ListSeed<'_, K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
+impl<'de> Visitor<'de> for ListSeed<'_> {
     type Value = Option<String>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -114,11 +174,11 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ListSeed<'_, K> {
 }
 
 /// The `items` array (or `null`, an empty list): each object sent as it is read.
-struct ItemsSeed<'a, K> {
-    tx: &'a mpsc::Sender<kube::Result<Item<K>>>,
+struct ItemsSeed<'a> {
+    tx: &'a mpsc::Sender<kube::Result<Item>>,
 }
 
-impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, K> {
+impl<'de> DeserializeSeed<'de> for ItemsSeed<'_> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
@@ -126,7 +186,7 @@ impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<'_, K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, K> {
+impl<'de> Visitor<'de> for ItemsSeed<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -142,7 +202,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<'_, K> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(object) = seq.next_element::<K>()? {
+        while let Some(object) = seq.next_element::<Box<RawValue>>()? {
             if self.tx.blocking_send(Ok(Item::Object(object))).is_err() {
                 return Err(A::Error::custom("the list's reader is gone"));
             }
@@ -157,12 +217,15 @@ mod tests {
 
     fn read(json: &str) -> Vec<Result<String, String>> {
         let (tx, mut rx) = mpsc::channel(1024);
-        read_list::<serde_json::Value>(json.as_bytes(), &tx);
+        read_list(json.as_bytes(), &tx);
         drop(tx);
         let mut out = Vec::new();
         while let Ok(item) = rx.try_recv() {
             out.push(match item {
-                Ok(Item::Object(o)) => Ok(o["metadata"]["name"].as_str().unwrap_or("?").to_string()),
+                Ok(Item::Object(o)) => {
+                    let o: serde_json::Value = serde_json::from_str(o.get()).unwrap();
+                    Ok(o["metadata"]["name"].as_str().unwrap_or("?").to_string())
+                }
                 Ok(Item::End(rv)) => Ok(format!("end {rv:?}")),
                 Err(e) => Err(e.to_string()),
             });
