@@ -2,8 +2,8 @@
 //! server streams lists (`sendInitialEvents=true`, kube-apiserver 1.32+), every kind is listed
 //! by one watch and no paged LIST, and the watch resumes from the end marker's version; where
 //! it refuses them (`422`, an older API server or the `WatchList` feature off), the kinds are
-//! listed in pages and a relist does not ask again. And plain lists (`serve --lists plain`, the
-//! default): one LIST a kind, read object by object, then the watch from its version.
+//! listed in pages and a relist does not ask again. And plain lists (`serve --lists plain`): one
+//! LIST a kind, read object by object, then the watch from its version.
 
 use crate::support;
 
