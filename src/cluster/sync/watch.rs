@@ -14,6 +14,7 @@ use kube::core::GroupVersionKind;
 use kube::runtime::watcher::Event;
 
 mod kind;
+mod lists;
 pub mod listwatch;
 mod plain_list;
 mod retry;

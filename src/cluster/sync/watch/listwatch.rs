@@ -14,8 +14,6 @@
 //! pages may be read from etcd, at several times the CPU of the same objects from its cache.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
@@ -25,6 +23,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
+pub use super::lists::{ListWay, Lists};
 use super::plain_list;
 
 /// What one kind's list-then-watch yields.
@@ -39,45 +38,6 @@ pub enum Step<K> {
     /// but until a BOOKMARK of the resumed watch arrives (after what it replays) the kind is
     /// not known to be current.
     Interrupted(kube::Error),
-}
-
-/// How a kind's list is read, in the order of [`Lists`]'s fall-backs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
-pub enum ListWay {
-    /// One plain LIST, read object by object as it arrives.
-    Plain,
-    /// A watch with `sendInitialEvents=true`, up to its end marker.
-    Streaming,
-    /// Pages of [`Params::page_size`] objects.
-    Paged,
-}
-
-impl ListWay {
-    const ALL: [ListWay; 3] = [ListWay::Plain, ListWay::Streaming, ListWay::Paged];
-}
-
-/// How lists are read: shared by the watches of one API client; a way that failed as only it
-/// can is left for the next, for good.
-#[derive(Clone, Debug)]
-pub struct Lists(Arc<AtomicU8>);
-
-impl Lists {
-    /// Lists are read `first`'s way, then the next ones' ([`ListWay`]'s order).
-    pub fn new(first: ListWay) -> Self {
-        Self(Arc::new(AtomicU8::new(first as u8)))
-    }
-
-    fn way(&self) -> ListWay {
-        ListWay::ALL.get(usize::from(self.0.load(Ordering::Relaxed))).copied().unwrap_or(ListWay::Paged)
-    }
-
-    /// `from` failed as only that way can: lists are read the next way from now on.
-    fn fall_back(&self, from: ListWay, why: &dyn std::fmt::Display) {
-        let to = ListWay::ALL.get(from as usize + 1).copied().unwrap_or(ListWay::Paged);
-        if self.0.compare_exchange(from as u8, to as u8, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            tracing::info!(from = ?from, to = ?to, reason = %why, "lists are read another way from now on");
-        }
-    }
 }
 
 /// How a kind is listed and watched.
@@ -429,22 +389,7 @@ fn newest(had: String, came: String) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{newest, ListWay, Lists};
-
-    #[test]
-    fn each_way_of_listing_falls_back_to_the_next_once_for_all_watches() {
-        let lists = Lists::new(ListWay::Plain);
-        let shared = lists.clone();
-        lists.fall_back(ListWay::Streaming, &"not the way in use: nothing changes");
-        assert_eq!(shared.way(), ListWay::Plain);
-        lists.fall_back(ListWay::Plain, &"cut off");
-        lists.fall_back(ListWay::Plain, &"another kind's list, cut off as well");
-        assert_eq!(shared.way(), ListWay::Streaming, "one step, shared");
-        shared.fall_back(ListWay::Streaming, &"refused");
-        shared.fall_back(ListWay::Paged, &"pages are the last way");
-        assert_eq!(lists.way(), ListWay::Paged);
-        assert_eq!(Lists::new(ListWay::Streaming).way(), ListWay::Streaming);
-    }
+    use super::newest;
 
     #[test]
     fn a_watch_resumes_from_the_newest_version_it_saw_and_never_from_an_unreadable_one() {
