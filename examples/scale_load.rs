@@ -5,7 +5,7 @@
 //! cargo run --example scale_load -- load --nodes 10 --volumes 1000 [--concurrency 32]
 //! cargo run --example scale_load -- heartbeat [--interval 1s] [--kinds volumes,engines]   # until SIGTERM/Ctrl-C
 //! cargo run --example scale_load -- delete [--concurrency 32]
-//! cargo run --example scale_load -- lists [--mode paged|unpaged|streaming]
+//! cargo run --example scale_load -- lists [--mode paged|plain|streaming]
 //! ```
 //!
 //! `load` creates every object of [`Synthetic`] (status stripped), then writes its status
@@ -14,7 +14,7 @@
 //! `--kinds` given) each interval, so those watches of the guard see events and stay current. `delete`
 //! removes every object labelled `longhorn-guard-scale=true` (pods with grace period 0).
 //! `lists` times LISTs of every kind the guard watches, paged as its watches page them (or
-//! `--mode unpaged`: one plain LIST a kind; `--mode streaming`: a watch with
+//! `--mode plain`: one plain LIST a kind; `--mode streaming`: a watch with
 //! `sendInitialEvents` read to its end marker), each body read and dropped (no decoding beyond
 //! the continue token): each kind alone, then all at once; it prints one JSON line (`mode`,
 //! `longest_ms`, `longest`, `all_ms`, `bytes`).
@@ -29,6 +29,7 @@ use http_body_util::BodyExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use longhorn_guard::cluster::readset::{Resource, RESOURCES};
+use longhorn_guard::cluster::watch::ListWay;
 use longhorn_guard::cluster::LONGHORN_NAMESPACE;
 use longhorn_guard::synthetic::{Group, Synthetic, LABEL};
 use serde_json::{json, Value};
@@ -65,10 +66,11 @@ enum Command {
     },
     /// Time LISTs of every kind the guard watches (each alone, then all at once).
     Lists {
-        /// `paged` (as the guard's fallback pages them), `unpaged` (one plain LIST a kind) or
-        /// `streaming` (a watch with `sendInitialEvents`, read to its end marker).
-        #[arg(long, default_value = "paged", value_parser = ["paged", "unpaged", "streaming"])]
-        mode: String,
+        /// `paged` (as the guard's fallback pages them), `plain` (one LIST a kind) or
+        /// `streaming` (a watch with `sendInitialEvents`, read to its end marker): the ways of
+        /// `serve --lists`.
+        #[arg(long, value_enum, default_value = "paged")]
+        mode: ListWay,
     },
     /// Delete every synthetic object.
     Delete {
@@ -213,19 +215,19 @@ async fn delete(client: Client, concurrency: usize) -> Result<(), Error> {
 
 /// Reads every page of `r`'s kind as the guard's watch pages it (or as `mode` says): (bytes
 /// read, wall time).
-async fn list_kind(client: &Client, r: &Resource, mode: &str) -> Result<(usize, Duration), Error> {
+async fn list_kind(client: &Client, r: &Resource, mode: ListWay) -> Result<(usize, Duration), Error> {
     #[derive(serde::Deserialize)]
     struct Page {
         metadata: kube::core::ListMeta,
     }
     let started = Instant::now();
-    if mode == "streaming" {
+    if mode == ListWay::Streaming {
         return stream_kind(client, r).await.map(|bytes| (bytes, started.elapsed()));
     }
     let (mut bytes, mut token) = (0, None::<String>);
     loop {
         let mut lp = ListParams::default();
-        if mode == "paged" {
+        if mode == ListWay::Paged {
             lp = lp.limit(r.kind.page_size());
         }
         lp.continue_token = token.take();
@@ -279,7 +281,7 @@ async fn stream_kind(client: &Client, r: &Resource) -> Result<usize, Error> {
     Err(format!("watch {}: ended before its initial events did", r.display).into())
 }
 
-async fn lists(client: Client, mode: &str) -> Result<(), Error> {
+async fn lists(client: Client, mode: ListWay) -> Result<(), Error> {
     let mut longest = (Duration::ZERO, "");
     let mut total = 0;
     for r in &RESOURCES {
@@ -295,7 +297,7 @@ async fn lists(client: Client, mode: &str) -> Result<(), Error> {
     let ms = |d: Duration| d.as_millis();
     println!(
         "{}",
-        json!({"mode": mode, "longest_ms": ms(longest.0), "longest": longest.1, "all_ms": ms(all), "bytes": total})
+        json!({"mode": format!("{mode:?}").to_lowercase(), "longest_ms": ms(longest.0), "longest": longest.1, "all_ms": ms(all), "bytes": total})
     );
     Ok(())
 }
@@ -320,7 +322,7 @@ async fn main() -> ExitCode {
             }
         },
         Command::Heartbeat { interval, kinds } => heartbeat(client, interval, &kinds).await,
-        Command::Lists { mode } => lists(client, &mode).await,
+        Command::Lists { mode } => lists(client, mode).await,
         Command::Delete { concurrency } => delete(client, concurrency.into()).await,
     };
     match result {

@@ -82,15 +82,21 @@ async fn a_plain_list_fills_the_view_with_one_list_a_kind_and_the_watch_goes_on_
     task.abort();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_plain_list_leaves_its_kind_as_old_as_its_request() {
+/// A list (`way`, seen in the requests by `asked`) answered 1.5 s late: its data is 1.5 s old
+/// when it ends, and the view must not count it as newer.
+async fn a_slow_list_leaves_its_kind_as_old_as_its_request(way: watch::ListWay, asked: fn(&str) -> bool) {
     let (_s, api) = cluster(true).await;
     api.delay_lists(Duration::from_millis(1500));
-    let (view, task) = synced_by(&api, watch::ListWay::Plain).await;
-    assert!(api.requests().iter().any(|q| plain(q)), "{:#?}", api.requests());
+    let (view, task) = synced_by(&api, way).await;
+    assert!(api.requests().iter().any(|q| asked(q)), "{:#?}", api.requests());
     let age = view.read().freshness().monotonic_age.expect("every kind listed");
     assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");
     task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_plain_list_leaves_its_kind_as_old_as_its_request() {
+    a_slow_list_leaves_its_kind_as_old_as_its_request(watch::ListWay::Plain, plain).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,13 +138,7 @@ async fn a_slow_streaming_list_leaves_its_kind_as_old_as_its_request() {
     // API server first waits for its cache to reach etcd's revision). Answered 1.5 s late, its
     // data is 1.5 s old when it ends, and the view must not count it as newer: the list's time
     // is taken before its request is sent, not when its answer begins.
-    let (_s, api) = cluster(true).await;
-    api.delay_lists(Duration::from_millis(1500));
-    let (view, task) = synced(&api).await;
-    assert!(api.requests().iter().any(|q| streamed(q)), "{:#?}", api.requests());
-    let age = view.read().freshness().monotonic_age.expect("every kind listed");
-    assert!(age >= Duration::from_millis(1400), "the view was synced with data only {age:?} old");
-    task.abort();
+    a_slow_list_leaves_its_kind_as_old_as_its_request(watch::ListWay::Streaming, streamed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

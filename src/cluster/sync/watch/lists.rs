@@ -11,7 +11,7 @@ pub enum ListWay {
     Plain,
     /// A watch with `sendInitialEvents=true`, up to its end marker.
     Streaming,
-    /// Pages of [`Params::page_size`] objects.
+    /// Pages of [`super::listwatch::Params::page_size`] objects.
     Paged,
 }
 

@@ -172,11 +172,11 @@ where
         Phase::StartPlain => (None, Phase::Plain { items: plain_list::start(api), began: false }),
         Phase::Plain { mut items, began } => {
             let idle = Duration::from_secs(STREAM_TIMEOUT_SECS.into()) + IDLE_MARGIN;
-            let failed = |e: kube::Error| {
-                // Cut off after it began answering, or timed out before (504): perhaps by the
-                // API server's request time-out, which a streaming list does not have.
-                let timed_out = matches!(&e, kube::Error::Api(s) if s.code == 504 || s.reason == "Timeout");
-                if began || timed_out {
+            // Cut off after it began answering, silent too long, or timed out (504, once the
+            // client's own retries gave up): perhaps the API server's request time-out, which
+            // a streaming list does not have. Lists are streamed from then on.
+            let failed = |e: kube::Error, cut: bool| {
+                if cut || matches!(&e, kube::Error::Api(s) if s.code == 504 || s.reason == "Timeout") {
                     params.lists.fall_back(ListWay::Plain, &e);
                 }
                 (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty)
@@ -199,15 +199,12 @@ where
                 Ok(Some(Ok(plain_list::Item::End(None)))) => {
                     (Some(Err(watcher::Error::NoResourceVersion)), Phase::Empty)
                 }
-                Ok(Some(Err(e))) => failed(e),
-                Ok(None) => failed(kube::Error::Service("the list's reader ended without its end".into())),
-                // Silent that long: a LIST this API server cannot serve in one piece (a 504 of its
-                // request time-out is retried by the client, so it shows as silence too).
-                Err(_) => {
-                    let e = kube::Error::Service("the list sent no object in time".into());
-                    params.lists.fall_back(ListWay::Plain, &e);
-                    (Some(Err(watcher::Error::InitialListFailed(e))), Phase::Empty)
+                Ok(Some(Err(e))) => failed(e, began),
+                Ok(None) => {
+                    failed(kube::Error::Service("the list's reader ended without its end".into()), began)
                 }
+                // A 504 of the request time-out is retried by the client: it shows as silence.
+                Err(_) => failed(kube::Error::Service("the list sent no object in time".into()), true),
             }
         }
         Phase::StartStreaming => {
