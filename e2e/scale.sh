@@ -206,6 +206,10 @@ lists_streaming=$("$EXAMPLES/scale_load" lists --mode streaming) || die "timing 
 echo "    API server LISTs: $lists_streaming"
 fastest_ms=$(printf '%s\n' "$(field "$lists" longest_ms)" "$(field "$lists_plain" longest_ms)" \
 	"$(field "$lists_streaming" longest_ms)" | sort -n | head -n 1)
+# Every kind the guard lists, all at once, the fastest way: how soon the API server can hand a
+# client all that a start needs on this machine's cores.
+fastest_all_ms=$(printf '%s\n' "$(field "$lists" all_ms)" "$(field "$lists_plain" all_ms)" \
+	"$(field "$lists_streaming" all_ms)" | sort -n | head -n 1)
 start_cpu=$(apiserver_ticks)
 start_serve
 start_cpu=$(awk -v a="$start_cpu" -v b="$(apiserver_ticks)" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (a != "" && b != "") printf "%.1f s", (b - a) / hz; else print "n/a" }')
@@ -423,6 +427,8 @@ log "longhorn-guard scale: $NODES nodes, $VOLUMES volumes; drained node $(printf
 		"$(field "$lists_plain" all_ms)" "$(field "$lists_streaming" all_ms)"
 	printf '%-44s %s\n' "time to ready / the fastest longest LIST" \
 		"$(awk -v r="$ready_first" -v l="${fastest_ms:-0}" 'BEGIN { if (l > 0) printf "%.2f", r * 1000 / l; else print "n/a" }')"
+	printf '%-44s %s\n' "time to ready / every kind at once, fastest" \
+		"$(awk -v r="$ready_first" -v l="${fastest_all_ms:-0}" 'BEGIN { if (l > 0) printf "%.2f", r * 1000 / l; else print "n/a" }')"
 	printf '%-44s %s ms (%s) / %s ms / %s ms\n' "guard: longest list / sync / first proof after" \
 		"${guard_longest_ms:-n/a}" "${guard_longest_kind:-n/a}" "${guard_sync_ms:-n/a}" "${guard_proof_ms:-n/a}"
 	printf '%-44s %s\n' "time to ready / the guard's longest list" \
