@@ -44,12 +44,13 @@ pub struct ServeArgs {
     pub freshness_probe_interval: Duration,
     /// How each watched kind is listed at the start and after a lost watch: `plain` (one LIST,
     /// read object by object as it arrives), `streaming` (a watch with sendInitialEvents) or
-    /// `paged`. Default streaming: at 10,000 volumes plain lists cost the API server 30 % less
-    /// CPU and sync about 0.7 s sooner, but the guard holds 0.5-0.8 MiB more once synced, at
-    /// the edge of its 50 MiB budget (docs/scale.md, "How a start lists"). A plain LIST cut off
-    /// after it began answering (an API server's request time-out) or with no object within
-    /// 30 s falls back to streaming, a refused streaming list to pages, for good. Watch mode only.
-    #[arg(long, value_name = "WAY", default_value = "streaming", value_enum, env = "LONGHORN_GUARD_LISTS")]
+    /// `paged`. Default plain: it costs the API server the least CPU where it serves consistent
+    /// reads from its watch cache (Kubernetes 1.31+ with etcd 3.5.13+ / 3.4.31+; elsewhere a
+    /// plain LIST is one read from etcd: use streaming), docs/scale.md "How a start lists". A
+    /// plain LIST cut off after it began answering (an API server's request time-out) or with
+    /// no object within 30 s falls back to streaming, a refused streaming list to pages, for
+    /// good. Watch mode only.
+    #[arg(long, value_name = "WAY", default_value = "plain", value_enum, env = "LONGHORN_GUARD_LISTS")]
     pub lists: crate::cluster::watch::ListWay,
     /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
     /// from the API server at once; more wait their turn within their deadline, and requests

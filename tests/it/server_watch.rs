@@ -66,7 +66,8 @@ async fn handle(
         return Ok(hyper::Response::builder().status(404).body(body.boxed()).unwrap());
     };
     if query.split('&').any(|kv| kv == "sendInitialEvents=true") {
-        // As an API server without streaming lists: the guard lists in pages.
+        // As an API server without streaming lists: a guard that falls back from plain lists
+        // lists in pages.
         let body = Full::new(Bytes::from(
             r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Invalid","code":422}"#,
         ));

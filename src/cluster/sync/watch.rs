@@ -71,18 +71,14 @@ pub fn targets() -> Vec<Target> {
         .collect()
 }
 
-/// The watches' pacing for `serve`: short watches (a BOOKMARK every few seconds) when probes
-/// run, else [`WATCH_TIMEOUT_SECS`].
+/// The watches' pacing, as `serve` runs them and [`run`] (`check drain --wait`) too: short
+/// watches (a BOOKMARK every few seconds) when probes run, else [`WATCH_TIMEOUT_SECS`]; lists
+/// read as `serve --lists` reads them by default.
 pub fn tuning(probing: bool) -> Tuning {
     let watch_timeout_secs = if probing { PROVING_WATCH_TIMEOUT_SECS } else { WATCH_TIMEOUT_SECS };
     // Short watches are started again every few seconds: one refused start is an interruption
     // that the resumed watch's next BOOKMARK ends, not a failure that costs a relist.
-    Tuning {
-        recheck_after: RECHECK_AFTER,
-        watch_timeout_secs,
-        resume_once: probing,
-        lists: ListWay::Streaming,
-    }
+    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs, resume_once: probing, lists: ListWay::Plain }
 }
 
 /// Runs every watch until the task is dropped, applying events to `view`.
