@@ -50,7 +50,7 @@ pub struct ServeArgs {
     /// plain LIST cut off after it began answering (an API server's request time-out) or with
     /// no object within 30 s falls back to streaming, a refused streaming list to pages, for
     /// good. Watch mode only.
-    #[arg(long, value_name = "WAY", default_value = "plain", value_enum, env = "LONGHORN_GUARD_LISTS")]
+    #[arg(long, value_name = "WAY", default_value_t, value_enum, env = "LONGHORN_GUARD_LISTS")]
     pub lists: crate::cluster::watch::ListWay,
     /// Most confirmations (re-reads of a node's state before an allow on a stale view) reading
     /// from the API server at once; more wait their turn within their deadline, and requests

@@ -78,7 +78,12 @@ pub fn tuning(probing: bool) -> Tuning {
     let watch_timeout_secs = if probing { PROVING_WATCH_TIMEOUT_SECS } else { WATCH_TIMEOUT_SECS };
     // Short watches are started again every few seconds: one refused start is an interruption
     // that the resumed watch's next BOOKMARK ends, not a failure that costs a relist.
-    Tuning { recheck_after: RECHECK_AFTER, watch_timeout_secs, resume_once: probing, lists: ListWay::Plain }
+    Tuning {
+        recheck_after: RECHECK_AFTER,
+        watch_timeout_secs,
+        resume_once: probing,
+        lists: ListWay::default(),
+    }
 }
 
 /// Runs every watch until the task is dropped, applying events to `view`.

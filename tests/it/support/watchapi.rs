@@ -49,6 +49,7 @@ struct Shared {
     refused: Mutex<(String, usize)>,
     /// LISTs are answered 500 "etcdserver: request timed out" (an etcd member cut off).
     lists_fail: AtomicBool,
+    /// LISTs without `limit` are cut off halfway through their body.
     plain_lists_cut: AtomicBool,
     /// Streaming lists are served (else refused with a 422).
     streams_lists: AtomicBool,

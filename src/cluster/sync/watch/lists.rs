@@ -4,14 +4,16 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-/// How a kind's list is read, in the order of [`Lists`]'s fall-backs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+/// How a kind's list is read, in the order of [`Lists`]'s fall-backs; the default is
+/// `serve --lists`'s and the other watches'.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum ListWay {
     /// One plain LIST, read object by object as it arrives.
+    #[default]
     Plain,
     /// A watch with `sendInitialEvents=true`, up to its end marker.
     Streaming,
-    /// Pages of [`super::listwatch::Params::page_size`] objects.
+    /// Pages (`limit`), of each kind's page size.
     Paged,
 }
 
